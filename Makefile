@@ -1,0 +1,70 @@
+# wanmpi: two commands on a fresh Debian machine (as root):
+#   make demo    install what is missing, build, run the demonstration
+#   make test    install what is missing, build, run the whole test suite
+# Every step is idempotent; `make setup` and `make build` can be run alone.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+WANMPI := $(VENV)/bin/wanmpi
+CARGO := $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+OPENMPI_CC := /usr/bin/mpicc.openmpi
+MPICH_CC := $(VENV)/bin/mpicc
+APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
+	python3-venv iputils-ping procps util-linux psmisc
+MPI_PROGRAMS := bench/pingpong.c tests/programs/where.c
+CFLAGS := -O2 -Wall -Wextra
+
+.PHONY: all setup apt venv rust build programs wanem demo test clean
+
+all: build
+
+setup: apt venv rust
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+		| grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "apt: installing$$(echo $$missing | sed 's/^/ /')"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: python/requirements.txt python/pyproject.toml | apt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r python/requirements.txt
+	$(PY) -m pip install -q -e python
+	touch $@
+
+rust:
+	@test -x "$(CARGO)" || { echo "rust: installing cargo from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo >/dev/null; }
+
+build: setup wanem programs
+
+wanem:
+	$(CARGO) build --release --quiet
+
+programs: $(foreach p,$(MPI_PROGRAMS),build/openmpi/$(basename $(notdir $(p))) build/mpich/$(basename $(notdir $(p))))
+
+build/openmpi/%: bench/%.c | apt
+	@mkdir -p $(@D); $(OPENMPI_CC) $(CFLAGS) -o $@ $<
+build/openmpi/%: tests/programs/%.c | apt
+	@mkdir -p $(@D); $(OPENMPI_CC) $(CFLAGS) -o $@ $<
+build/mpich/%: bench/%.c | venv
+	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $<
+build/mpich/%: tests/programs/%.c | venv
+	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $<
+
+demo: build
+	$(WANMPI) demo
+
+test: build
+	$(CARGO) test --release --quiet
+	$(PY) -m pytest -q tests
+
+clean:
+	-$(WANMPI) clean
+	rm -rf build target

@@ -1,0 +1,1 @@
+"""wanmpi: run unmodified MPI programs fast across clusters joined by a WAN."""

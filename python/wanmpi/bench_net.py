@@ -1,0 +1,140 @@
+"""`wanmpi bench net`: measure every WAN link of the running testbed and print
+it beside the configured values, with the error in percent.
+
+Per link and direction (a private cluster can only be measured sending out):
+  RTT         ping between the first nodes, vs 2 x one-way delay
+  TCP 1 flow  one node to one node, vs min(WAN rate, both NICs)
+  TCP N flows N node pairs at once (N = up to 4), vs min(WAN rate, sum of NICs)
+  drops       the emulator's queue and loss drops during the TCP tests
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+from . import net, shell, units
+from .topo import Cluster, Topology, WanLink
+
+PORT = 5201
+MAX_FLOWS = 4
+
+
+@dataclass
+class Measurement:
+    link: str
+    what: str
+    direction: str
+    configured: float
+    measured: float
+    unit: str
+    drops: int | None = None
+
+    @property
+    def error_percent(self) -> float:
+        return 100.0 * (self.measured - self.configured) / self.configured
+
+
+def rtt_ms(src_ns: str, address: str, count: int = 20) -> float:
+    out = shell.output(net.in_netns(src_ns, ["ping", "-q", "-n", "-c", str(count), "-i", "0.05", address]),
+                       timeout=30)
+    m = re.search(r"= [\d.]+/([\d.]+)/", out)
+    if not m:
+        raise net.TestbedError(f"ping {address} from {src_ns} got no answer: {out.strip()[-200:]}")
+    return float(m.group(1))
+
+
+def drop_counts() -> dict[tuple[str, str], int]:
+    reply = net.wanem_request({"cmd": "show"})
+    return {(l["name"], d): l[d]["counters"]["drop_queue"] + l[d]["counters"]["drop_loss"]
+            for l in reply["links"] for d in ("a_to_b", "b_to_a")}
+
+
+def tcp_flows(pairs: list[tuple[str, str, str]], seconds: float) -> float:
+    """Goodput in bits/s of flows (sender netns, receiver netns, receiver address) run at once."""
+    flow = [sys.executable, "-m", "wanmpi.flow"]
+    servers = [subprocess.Popen(net.in_netns(dst, [*flow, "serve", "--port", str(PORT)]),
+                                stdout=subprocess.PIPE, text=True) for _, dst, _ in pairs]
+    senders = []
+    try:
+        senders = [subprocess.Popen(net.in_netns(src, [*flow, "send", "--host", addr, "--port", str(PORT),
+                                                       "--seconds", str(seconds)]))
+                   for src, _, addr in pairs]
+        for s in senders:
+            s.wait(timeout=seconds + 30)
+        results = [json.loads(s.communicate(timeout=30)[0]) for s in servers]
+    finally:
+        for p in senders + servers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    span = max(r["seconds"] for r in results)
+    return 8 * sum(r["bytes"] for r in results) / span if span > 0 else 0.0
+
+
+def measure_direction(topo: Topology, link: WanLink, src: Cluster, dst: Cluster,
+                      seconds: float) -> list[Measurement]:
+    key = (link.name, "a_to_b" if src.name == link.a else "b_to_a")
+    s0, d0 = src.nodes[0], dst.nodes[0]
+    out = [Measurement(link.name, "RTT", f"{s0.name}->{d0.name}", 2 * link.delay_us / 1000,
+                       rtt_ms(s0.netns, d0.address), "ms")]
+    flows = min(MAX_FLOWS, len(src.nodes), len(dst.nodes))
+    for n in sorted({1, flows}):
+        pairs = [(src.nodes[i].netns, dst.nodes[i].netns, dst.nodes[i].address) for i in range(n)]
+        expected = min(link.rate_bps, n * min(src.nic_bps, dst.nic_bps))
+        before = drop_counts()[key]
+        goodput = tcp_flows(pairs, seconds)
+        drops = drop_counts()[key] - before
+        label = f"{s0.name}->{d0.name}" if n == 1 else f"{src.name}->{dst.name}"
+        out.append(Measurement(link.name, f"TCP {n} flow{'s' if n > 1 else ''}", label,
+                               expected / 1e6, goodput / 1e6, "Mbit/s", drops))
+    return out
+
+
+def measure(topo: Topology, seconds: float) -> tuple[list[Measurement], list[str]]:
+    results, skipped = [], []
+    for link in topo.links:
+        a, b = topo.cluster(link.a), topo.cluster(link.b)
+        for src, dst in ((a, b), (b, a)):
+            if dst.private:
+                skipped.append(f"{link.name} {src.name}->{dst.name}: {dst.name} is private "
+                               "(nothing can connect into it)")
+                continue
+            results += measure_direction(topo, link, src, dst, seconds)
+    return results, skipped
+
+
+def run(topo: Topology, seconds: float = 3.0, json_path: str | None = None) -> int:
+    state = net.State.load()
+    if state is None or state.topology_text != topo.text:
+        raise net.TestbedError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
+    problems = net.health(state)
+    if problems:
+        raise net.TestbedError("the testbed is not healthy: " + "; ".join(problems))
+    results, skipped = measure(topo, seconds)
+    print_table(topo, results, skipped)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump([{**asdict(r), "error_percent": r.error_percent} for r in results], f, indent=1)
+    return 0
+
+
+def print_table(topo: Topology, results: list[Measurement], skipped: list[str]) -> None:
+    for link in topo.links:
+        print(f"link {link.name}: {units.format_rate(link.rate_bps)}, "
+              f"{units.format_duration_us(link.delay_us)} one-way, queue "
+              f"{units.format_size(link.queue_bytes)}, loss {link.loss:g}")
+        print(f"  {'measurement':<12} {'direction':<10} {'configured':>15} {'measured':>15} "
+              f"{'error':>8} {'drops':>6}")
+        for r in results:
+            if r.link != link.name:
+                continue
+            drops = "" if r.drops is None else str(r.drops)
+            print(f"  {r.what:<12} {r.direction:<10} {r.configured:>8.2f} {r.unit:<6} "
+                  f"{r.measured:>8.2f} {r.unit:<6} {r.error_percent:>+7.1f}% {drops:>6}")
+    for s in skipped:
+        print(f"  skipped {s}")
+    print("configured throughput = min(WAN rate, NICs); TCP goodput carries ~4% header "
+          "overhead at MTU 1500, so about -4% is the best a flow can show.")

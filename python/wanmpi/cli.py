@@ -1,0 +1,216 @@
+"""`wanmpi`: the one command. Subcommands: testbed, run, bench, clean, topology."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import launch, net, paths, topo, units
+from .topo import Topology
+
+EXIT_USAGE = 2
+
+
+class CliError(RuntimeError):
+    """A problem to report as 'wanmpi: error: ...' with exit status 2."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.handler(args)
+    except (CliError, topo.TopologyError, net.TestbedError, launch.LaunchError) as e:
+        print(f"wanmpi: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return launch.EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="wanmpi", description="Run MPI programs fast across clusters "
+                                "joined by a wide-area network, on an emulated testbed or real clusters.")
+    sub = p.add_subparsers(metavar="COMMAND")
+
+    def topology_option(sp):
+        sp.add_argument("--topology", "-t", metavar="FILE",
+                        help="topology file (default: $WANMPI_TOPOLOGY, else the testbed that is up, "
+                             f"else {paths.DEFAULT_TOPOLOGY.relative_to(paths.REPO)})")
+
+    tb = sub.add_parser("testbed", help="build, remove or inspect the emulated testbed")
+    tbsub = tb.add_subparsers(metavar="ACTION", required=True)
+    for action, handler, text in (("up", cmd_up, "build the testbed of a topology (harmless if up)"),
+                                  ("down", cmd_down, "remove the testbed"),
+                                  ("status", cmd_status, "show the testbed and its health")):
+        sp = tbsub.add_parser(action, help=text)
+        topology_option(sp)
+        sp.set_defaults(handler=handler)
+
+    cl = sub.add_parser("clean", help="remove every namespace and process a crashed run left behind")
+    cl.set_defaults(handler=cmd_clean)
+
+    ts = sub.add_parser("topology", help="check a topology file and show what it describes")
+    ts.add_argument("file", nargs="?", help="topology file (default: the embedded default)")
+    ts.add_argument("--json", action="store_true", help="print as JSON")
+    ts.set_defaults(handler=cmd_topology)
+
+    rn = sub.add_parser("run", help="run an MPI program across the clusters",
+                        usage="wanmpi run [options] -n N PROGRAM [ARGS...]")
+    topology_option(rn)
+    rn.add_argument("--mpi", default="openmpi", help="MPI implementation: "
+                    f"{' or '.join(launch.Launcher.registry)} (default: openmpi)")
+    rn.add_argument("-n", "--np", dest="ranks", required=True, metavar="N", help="number of ranks")
+    rn.add_argument("--map", metavar="MAP", help="rank placement: 'block' (default: contiguous ranks "
+                    "per cluster), 'interleave' (round-robin over clusters) or a node per rank: a0,b0,...")
+    rn.add_argument("--timeout", type=float, metavar="SECONDS",
+                    help="kill the job after this many seconds (exit status 124)")
+    rn.add_argument("--env", "-x", action="append", default=[], metavar="NAME=VALUE",
+                    help="environment variable for every rank (repeatable)")
+    rn.add_argument("program", metavar="PROGRAM")
+    rn.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    rn.set_defaults(handler=cmd_run)
+
+    dm = sub.add_parser("demo", help="bring up the default testbed and show what wanmpi does")
+    topology_option(dm)
+    dm.set_defaults(handler=cmd_demo)
+
+    bn = sub.add_parser("bench", help="measure the testbed and wanmpi")
+    bnsub = bn.add_subparsers(metavar="SUITE", required=True)
+    bnet = bnsub.add_parser("net", help="measure every WAN link against its configured values")
+    topology_option(bnet)
+    bnet.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput test")
+    bnet.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bnet.set_defaults(handler=cmd_bench_net)
+    return p
+
+
+# ---- topology selection --------------------------------------------------------
+def topology_for(args) -> Topology:
+    """--topology, else $WANMPI_TOPOLOGY, else the testbed that is up, else the default."""
+    path = getattr(args, "topology", None) or os.environ.get("WANMPI_TOPOLOGY")
+    if path:
+        return topo.load(path)
+    state = net.State.load()
+    if state is not None:
+        return topo.loads(state.topology_text, state.topology_source)
+    return topo.load(None)
+
+
+# ---- testbed --------------------------------------------------------------------
+def cmd_up(args) -> int:
+    t = topology_for(args)
+    built = net.Net(t).up()
+    print(f"testbed {'up' if built else 'already up'}: {describe(t)}")
+    return 0
+
+
+def cmd_down(args) -> int:
+    state = net.State.load()
+    net.teardown(state)
+    print("testbed down" if state else "no testbed was up; removed any leftovers")
+    return 0
+
+
+def cmd_clean(args) -> int:
+    removed = net.clean()
+    print("\n".join(f"removed {r}" for r in removed) if removed else "nothing to clean")
+    return 0
+
+
+def cmd_status(args) -> int:
+    state = net.State.load()
+    if state is None:
+        leftovers = net.existing_namespaces()
+        print("testbed: down" + (f" (leftover namespaces: {len(leftovers)}; run `wanmpi clean`)"
+                                 if leftovers else ""))
+        return 1
+    t = topo.loads(state.topology_text, state.topology_source)
+    problems = net.health(state)
+    print(f"testbed: {'UNHEALTHY' if problems else 'up'} ({t.source})")
+    for p in problems:
+        print(f"  problem: {p}")
+    for c in t.clusters:
+        kind = "private, behind NAT" if c.private else "public"
+        print(f"cluster {c.name}: {len(c.nodes)} nodes, {c.network} ({kind}), NIC "
+              f"{units.format_rate(c.nic_bps)}, port buffer {units.format_size(c.port_buffer)}")
+        print("  nodes: " + " ".join(f"{n.name}={n.address}" for n in c.nodes))
+    counters = {}
+    if not problems:
+        reply = net.wanem_request({"cmd": "show"})
+        counters = {l["name"]: l for l in reply.get("links", [])}
+    for l in t.links:
+        print(f"link {l.name}: {units.format_rate(l.rate_bps)}, {units.format_duration_us(l.delay_us)} "
+              f"one-way, queue {units.format_size(l.queue_bytes)}, loss {l.loss:g}")
+        live = counters.get(l.name)
+        for d in ("a_to_b", "b_to_a") if live else ():
+            c = live[d]["counters"]
+            print(f"  {d}: {c['tx_packets']} packets, {c['tx_bytes']} bytes, drops "
+                  f"{c['drop_queue']} queue / {c['drop_loss']} loss / {c['drop_down']} down")
+    return 1 if problems else 0
+
+
+def describe(t: Topology) -> str:
+    clusters = ", ".join(f"{c.name} ({len(c.nodes)} nodes{', private' if c.private else ''})"
+                         for c in t.clusters)
+    links = ", ".join(f"{l.name} {units.format_rate(l.rate_bps)}/{units.format_duration_us(l.delay_us)}"
+                      for l in t.links)
+    return f"clusters {clusters}; WAN {links}"
+
+
+def cmd_topology(args) -> int:
+    t = topo.load(args.file)
+    if args.json:
+        print(json.dumps({
+            "clusters": [{"name": c.name, "private": c.private, "network": c.network,
+                          "nic_bps": c.nic_bps, "port_buffer": c.port_buffer,
+                          "nodes": {n.name: n.address for n in c.nodes}} for c in t.clusters],
+            "links": [{"name": l.name, "rate_bps": l.rate_bps, "delay_us": l.delay_us,
+                       "queue_bytes": l.queue_bytes, "loss": l.loss} for l in t.links]}, indent=1))
+    else:
+        print(f"{t.source}: valid; {describe(t)}")
+    return 0
+
+
+# ---- run --------------------------------------------------------------------------
+def cmd_run(args) -> int:
+    try:
+        ranks = int(args.ranks)
+    except ValueError:
+        raise CliError(f"-n: expected a number of ranks, got {args.ranks!r}") from None
+    if ranks < 1:
+        raise CliError(f"-n: need at least 1 rank, got {ranks}")
+    if args.mpi not in launch.Launcher.registry:
+        raise CliError(f"--mpi: unknown MPI {args.mpi!r} (known: {', '.join(launch.Launcher.registry)})")
+    env = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise CliError(f"--env: expected NAME=VALUE, got {item!r}")
+        env[name] = value
+    t = topology_for(args)
+    program = launch.resolve_program(args.program)
+    mpi = launch.launcher(args.mpi)
+    other = launch.built_with(program)
+    if other is not None and other != mpi.name:
+        raise CliError(f"{args.program} is built with {other} but --mpi is {mpi.name}: "
+                       f"build it with {mpi.mpicc} or run it with --mpi {other}")
+    job = launch.Job(t, [program, *args.args], launch.placement(t, ranks, args.map), env)
+    return launch.run_job(mpi, job, timeout=args.timeout)
+
+
+def cmd_demo(args) -> int:
+    from . import demo
+    return demo.run(args.topology)
+
+
+def cmd_bench_net(args) -> int:
+    from . import bench_net
+    return bench_net.run(topology_for(args), seconds=args.seconds, json_path=args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""Launching MPI jobs across the clusters of a topology.
+
+A `Launcher` (one registered class per MPI implementation, after ReFrame's
+launchers) turns a `Job` into the launcher's argument list. The remote-shell
+agent is the only difference between the emulated testbed (paths.NS_EXEC_AGENT
+enters a node's namespace) and real clusters (ssh).
+
+`run_job` runs it: the launcher starts on the node of rank 0, every process of
+the job carries WANMPI_JOB_ID in its environment, and on exit, timeout or
+Ctrl-C every process still carrying it is killed.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from . import net, paths, shell
+from .topo import Node, Topology
+
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+
+
+class LaunchError(RuntimeError):
+    """The job could not be started as asked; the message says why."""
+
+
+# ---- placement --------------------------------------------------------------
+def placement(topo: Topology, ranks: int, mapping: str | None = None) -> list[Node]:
+    """The node of every rank.
+
+    None / "block": spread in cluster order, rank r on node floor(r*M/N) of the
+      M nodes, so every cluster holds a contiguous block of ranks.
+    "interleave": rank r in cluster r mod C (round-robin over clusters).
+    "a0,b0,a1": one node name per rank, exactly `ranks` names.
+    """
+    nodes = list(topo.nodes)
+    if ranks < 1:
+        raise LaunchError(f"-n must be at least 1, got {ranks}")
+    if mapping in (None, "block"):
+        return [nodes[r * len(nodes) // ranks] for r in range(ranks)]
+    if mapping == "interleave":
+        order = []
+        longest = max(len(c.nodes) for c in topo.clusters)
+        for i in range(longest):
+            order += [c.nodes[i] for c in topo.clusters if i < len(c.nodes)]
+        return [order[r % len(order)] for r in range(ranks)]
+    names = [n.strip() for n in mapping.split(",")]
+    if len(names) != ranks:
+        raise LaunchError(f"--map lists {len(names)} node(s) but -n is {ranks}: give one node per rank, "
+                          "or 'block' or 'interleave'")
+    chosen = []
+    for name in names:
+        try:
+            chosen.append(topo.node(name))
+        except KeyError:
+            known = ", ".join(n.name for n in nodes[:8])
+            raise LaunchError(f"--map: unknown node {name!r} (nodes: {known}{', ...' if len(nodes) > 8 else ''})") from None
+    return chosen
+
+
+# ---- jobs and launchers ------------------------------------------------------
+@dataclass
+class Job:
+    topo: Topology
+    program: list[str]
+    ranks: list[Node]                  # node of each rank
+    env: dict[str, str] = field(default_factory=dict)
+    extra_args: list[str] = field(default_factory=list)   # passed to the launcher as is
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    @property
+    def emulated(self) -> bool:
+        return self.topo.emulated
+
+    @property
+    def hostfile(self) -> Path:
+        return paths.STATE_DIR / f"hosts-{self.job_id}" if self.emulated \
+            else Path(f"/tmp/wanmpi-hosts-{self.job_id}")
+
+    def rank_program(self) -> list[str]:
+        # On the testbed ranks run at idle priority so packet processing is never
+        # starved (ARCHITECTURE.md, "Testbed fidelity").
+        return ["chrt", "-i", "0", *self.program] if self.emulated else list(self.program)
+
+    @property
+    def agent(self) -> str:
+        return str(paths.NS_EXEC_AGENT) if self.emulated else "ssh"
+
+    @property
+    def interfaces(self) -> str:
+        """What MPI may use for its traffic: every testbed node's NIC is eth0; on
+        real clusters, the clusters' networks (Open MPI warns on a node about the
+        networks it is not part of)."""
+        return "eth0" if self.emulated else ",".join(c.network for c in self.topo.clusters)
+
+
+class Launcher:
+    """How one MPI implementation starts a job. Subclasses register themselves."""
+    name: ClassVar[str]
+    command_path: ClassVar[Path]      # the launcher program (mpirun, mpiexec.hydra)
+    mpicc: ClassVar[Path]             # the compiler wrapper programs must be built with
+    library: ClassVar[str]            # soname of its libmpi, to tell which MPI built a program
+    registry: ClassVar[dict[str, type["Launcher"]]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        Launcher.registry[cls.name] = cls
+
+    def missing(self) -> str | None:
+        """Why this MPI cannot be used here, or None."""
+        if not self.command_path.exists():
+            return f"{self.name}: {self.command_path} not found (run `make setup`)"
+        return None
+
+    def hostfile_text(self, job: Job) -> str:
+        raise NotImplementedError
+
+    def argv(self, job: Job) -> list[str]:
+        raise NotImplementedError
+
+
+class OpenMPI(Launcher):
+    name = "openmpi"
+    command_path = paths.OPENMPI_BIN / "mpirun.openmpi"
+    mpicc = paths.OPENMPI_BIN / "mpicc.openmpi"
+    library = "libmpi.so.40"
+
+    def hostfile_text(self, job: Job) -> str:
+        return "".join(f"{n.name}\n" for n in job.ranks)        # one line per rank: seq mapper
+
+    def argv(self, job: Job) -> list[str]:
+        mca = {
+            "plm_rsh_agent": job.agent,
+            "plm_rsh_no_tree_spawn": "1",
+            "rmaps": "seq",
+            "pml": "ob1",
+            "btl": "tcp,self",
+            "btl_tcp_if_include": job.interfaces,
+            "oob_tcp_if_include": job.interfaces,
+            "mpi_yield_when_idle": "1",
+        }
+        argv = [str(self.command_path), "--allow-run-as-root", "--bind-to", "none",
+                "--hostfile", str(job.hostfile), "-n", str(len(job.ranks))]
+        for key, value in mca.items():
+            argv += ["--mca", key, value]
+        for key, value in job.env.items():
+            argv += ["-x", f"{key}={value}"]
+        return argv + job.extra_args + job.rank_program()
+
+
+class MPICH(Launcher):
+    name = "mpich"
+    command_path = paths.MPICH_BIN / "mpiexec.hydra"
+    mpicc = paths.MPICH_BIN / "mpicc"
+    library = "libmpi.so.12"
+
+    def hostfile_text(self, job: Job) -> str:
+        groups: list[list] = []                  # consecutive ranks on one node: host:count
+        for node in job.ranks:
+            if groups and groups[-1][0] == node.name:
+                groups[-1][1] += 1
+            else:
+                groups.append([node.name, 1])
+        return "".join(f"{name}:{count}\n" for name, count in groups)
+
+    def argv(self, job: Job) -> list[str]:
+        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
+               "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", **job.env}
+        argv = [str(self.command_path), "-launcher", "ssh", "-launcher-exec", job.agent,
+                "-f", str(job.hostfile), "-n", str(len(job.ranks))]
+        if job.emulated:
+            argv += ["-iface", "eth0"]
+        for key, value in env.items():
+            argv += ["-genv", key, value]
+        return argv + job.extra_args + job.rank_program()
+
+
+def launcher(name: str) -> Launcher:
+    try:
+        return Launcher.registry[name]()
+    except KeyError:
+        raise LaunchError(f"unknown MPI {name!r} (known: {', '.join(Launcher.registry)})") from None
+
+
+# ---- checks -----------------------------------------------------------------
+def resolve_program(program: str) -> str:
+    """Absolute path of the program, or LaunchError naming what is wrong."""
+    path = Path(program)
+    if "/" not in program:
+        found = shutil.which(program)
+        if found is None:
+            raise LaunchError(f"program {program!r} not found (not a file here and not on PATH)")
+        path = Path(found)
+    if not path.exists():
+        raise LaunchError(f"program {program!r} not found")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise LaunchError(f"program {program!r} is not an executable file")
+    return str(path.resolve())
+
+
+def built_with(program: str) -> str | None:
+    """Which registered MPI a program is linked against (None if unknown)."""
+    done = shell.run(["readelf", "-d", program], check=False)
+    for l in Launcher.registry.values():
+        if f"[{l.library}]" in done.stdout:
+            return l.name
+    return None
+
+
+# ---- running ----------------------------------------------------------------
+def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=None) -> int:
+    """Run the job to completion; return its exit status. Nothing survives it.
+    stdout: where the job's standard output goes (default: ours)."""
+    problem = launcher.missing()
+    if problem:
+        raise LaunchError(problem)
+    spanned = {n.cluster for n in job.ranks}
+    private = [c.name for c in job.topo.clusters if c.name in spanned and c.private]
+    if private and len(spanned) > 1:
+        raise LaunchError(f"cluster {private[0]!r} is private: its nodes cannot be reached from the "
+                          "other clusters without relays, and wanrelay is not available yet; "
+                          "map the job inside one cluster or onto public clusters")
+    if job.emulated:
+        state = net.State.load()
+        if state is None:
+            raise LaunchError("the testbed is not up: run `wanmpi testbed up` first")
+        if state.topology_text != job.topo.text:
+            raise LaunchError(f"the testbed that is up was built from {state.topology_source}, "
+                              f"not from {job.topo.source}")
+        problems = net.health(state)
+        if problems:
+            raise LaunchError("the testbed is not healthy: " + "; ".join(problems))
+    job.hostfile.write_text(launcher.hostfile_text(job))
+    argv = launcher.argv(job)
+    if job.emulated:
+        argv = net.node_command(job.ranks[0], argv)
+    env = {**os.environ, "WANMPI_JOB_ID": job.job_id}
+    proc = subprocess.Popen(argv, env=env, stdout=stdout, start_new_session=True)
+    interrupted: list[int] = []
+
+    def on_signal(signum, _frame):
+        interrupted.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while proc.poll() is None:
+            if interrupted:
+                status = EXIT_INTERRUPTED
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"wanmpi: the job ran longer than {timeout:g} s; killing every rank",
+                      flush=True)
+                status = EXIT_TIMEOUT
+                break
+            time.sleep(0.05)
+        else:
+            status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    finally:
+        stop_job(proc, job.job_id)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        job.hostfile.unlink(missing_ok=True)
+    return status
+
+
+def stop_job(proc: subprocess.Popen, job_id: str) -> None:
+    """Kill the launcher's process group and every process that carries the job id."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pass
+    net.kill_pids(job_processes(job_id), grace=2.0)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def job_processes(job_id: str) -> list[int]:
+    marker = f"WANMPI_JOB_ID={job_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids

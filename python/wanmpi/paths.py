@@ -1,0 +1,24 @@
+"""Where wanmpi finds its own files and keeps its state. One home for paths."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_TOPOLOGY = REPO / "examples" / "two-clusters.toml"
+VENV = REPO / ".venv"
+BUILD = REPO / "build"
+
+# Testbed state (lives as long as the namespaces do: /run is a tmpfs).
+STATE_DIR = Path(os.environ.get("WANMPI_STATE_DIR", "/run/wanmpi"))
+STATE_FILE = STATE_DIR / "testbed.json"
+HOSTS_FILE = STATE_DIR / "hosts"
+
+NS_EXEC_AGENT = Path(__file__).resolve().parent / "ns-exec"
+
+# The WAN emulator binary (cargo workspace at the repository root).
+WANEM = Path(os.environ.get("WANMPI_WANEM", REPO / "target" / "release" / "wanem"))
+
+# MPI installations: Open MPI from Debian, MPICH 5 from PyPI in the project venv.
+OPENMPI_BIN = Path("/usr/bin")
+MPICH_BIN = VENV / "bin"

@@ -1,0 +1,363 @@
+"""The topology file: clusters, WAN links and testbed settings, as pure data.
+
+`load(path)` reads a TOML file, checks every key and value, and returns a
+`Topology`. Any problem raises `TopologyError("FILE: KEY: PROBLEM")`. Nothing
+here touches the system; `net.py` builds a testbed from a `Topology` and
+`launch.py` runs MPI jobs on it.
+
+Naming and addressing are derived from indices (documented in docs/testbed.md):
+  cluster c (index ci)  LAN 198.18.ci.0/24 (public) or 10.ci.0.0/24 (private)
+  node      {c}{i}      address .i+1 of the LAN, netns wm-{c}{i}, interface eth0
+  router    {c}-r       LAN address .254, public address 198.19.0.ci+1
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import units
+
+from .paths import DEFAULT_TOPOLOGY
+
+NETNS_PREFIX = "wm-"
+MAX_NODES_PER_CLUSTER = 200
+MAX_CLUSTERS = 200
+CLUSTER_NAME = re.compile(r"^[a-z](?:[a-z0-9]{0,4}[a-z])?$")
+
+TESTBED_KEYS = {"mtu": 1500}
+CLUSTER_DEFAULTS = {"nodes": 4, "nic": "100Mbit", "port_buffer": "64KB",
+                    "private": False, "relays": 0}
+CLUSTER_KEYS = {"name", "hosts", "network", *CLUSTER_DEFAULTS}
+WAN_DEFAULTS = {"rate": "200Mbit", "delay": "10ms", "queue": "100KB", "loss": 0.0}
+WAN_KEYS = {*WAN_DEFAULTS, "link"}
+LINK_KEYS = {"clusters", *WAN_DEFAULTS}
+TOP_KEYS = {"testbed", "cluster", "wan"}
+
+
+class TopologyError(ValueError):
+    """A topology that cannot be used; str() is 'FILE: KEY: PROBLEM'."""
+
+    def __init__(self, source: str, key: str, problem: str):
+        super().__init__(f"{source}: {key}: {problem}" if key else f"{source}: {problem}")
+        self.source, self.key, self.problem = source, key, problem
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    cluster: str
+    index: int
+    address: str            # IPv4 address inside its cluster
+    emulated: bool = True
+
+    @property
+    def netns(self) -> str:
+        return NETNS_PREFIX + self.name
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    index: int
+    nic_bps: int
+    port_buffer: int
+    private: bool
+    relays: int
+    network: str            # CIDR of the cluster's nodes
+    nodes: tuple[Node, ...]
+
+    @property
+    def emulated(self) -> bool:
+        return all(n.emulated for n in self.nodes)
+
+    @property
+    def router(self) -> str:
+        return f"{self.name}-r"
+
+    @property
+    def router_netns(self) -> str:
+        return NETNS_PREFIX + self.router
+
+    @property
+    def switch_netns(self) -> str:
+        return NETNS_PREFIX + f"{self.name}-sw"
+
+    @property
+    def gateway(self) -> str:
+        return str(ipaddress.ip_network(self.network).network_address + 254)
+
+    @property
+    def public_address(self) -> str:
+        """The router's address on the WAN (the NAT address of a private cluster)."""
+        return f"198.19.0.{self.index + 1}"
+
+    @property
+    def prefixlen(self) -> int:
+        return ipaddress.ip_network(self.network).prefixlen
+
+
+@dataclass(frozen=True)
+class WanLink:
+    """A WAN link between two clusters; settings apply to each direction."""
+    a: str
+    b: str
+    rate_bps: int
+    delay_us: int
+    queue_bytes: int
+    loss: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}-{self.b}"
+
+    @property
+    def bdp_bytes(self) -> int:
+        return self.rate_bps * 2 * self.delay_us // 8_000_000
+
+
+@dataclass(frozen=True)
+class Topology:
+    source: str
+    clusters: tuple[Cluster, ...]
+    links: tuple[WanLink, ...]
+    mtu: int = 1500
+    text: str = field(default="", compare=False, repr=False)
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return tuple(n for c in self.clusters for n in c.nodes)
+
+    @property
+    def emulated(self) -> bool:
+        return all(c.emulated for c in self.clusters)
+
+    def cluster(self, name: str) -> Cluster:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def cluster_of(self, node: Node) -> Cluster:
+        return self.cluster(node.cluster)
+
+    def links_of(self, cluster: str) -> list[WanLink]:
+        return [l for l in self.links if cluster in (l.a, l.b)]
+
+    def next_hops(self, source: str) -> dict[str, WanLink]:
+        """For every cluster reachable from `source`, the first WAN link on a
+        shortest path (fewest links) toward it."""
+        hops: dict[str, WanLink] = {}
+        frontier = [(source, None)]
+        seen = {source}
+        while frontier:
+            following = []
+            for here, first in frontier:
+                for link in self.links_of(here):
+                    there = link.b if link.a == here else link.a
+                    if there not in seen:
+                        seen.add(there)
+                        hop = first or link
+                        hops[there] = hop
+                        following.append((there, hop))
+            frontier = following
+        return hops
+
+
+def load(path: str | Path | None = None) -> Topology:
+    """Read and validate a topology file (the embedded default if None)."""
+    path = Path(path) if path is not None else DEFAULT_TOPOLOGY
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise TopologyError(source, "", f"cannot read file: {e.strerror}") from None
+    return loads(text, source)
+
+
+def loads(text: str, source: str = "<topology>") -> Topology:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise TopologyError(source, "", f"not valid TOML: {e}") from None
+    return _Reader(source).topology(raw, text)
+
+
+class _Reader:
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, problem: str) -> TopologyError:
+        return TopologyError(self.source, key, problem)
+
+    def table(self, raw: object, key: str, known: set[str]) -> dict:
+        if not isinstance(raw, dict):
+            raise self.fail(key or "(top level)", "expected a table")
+        for k in raw:
+            if k not in known:
+                where = f"{key}.{k}" if key else k
+                raise self.fail(where, f"unknown key (known keys: {', '.join(sorted(known))})")
+        return raw
+
+    def convert(self, key: str, value: object, parse):
+        try:
+            return parse(value)
+        except units.UnitError as e:
+            raise self.fail(key, str(e)) from None
+
+    def integer(self, key: str, value: object, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"expected an integer, got {value!r}")
+        if not low <= value <= high:
+            raise self.fail(key, f"{value} is outside [{low}, {high}]")
+        return value
+
+    def boolean(self, key: str, value: object) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {value!r}")
+        return value
+
+    def topology(self, raw: dict, text: str) -> Topology:
+        self.table(raw, "", TOP_KEYS)
+        testbed = {**TESTBED_KEYS, **self.table(raw.get("testbed", {}), "testbed", set(TESTBED_KEYS))}
+        mtu = self.integer("testbed.mtu", testbed["mtu"], 576, 9000)
+        raw_clusters = raw.get("cluster")
+        if raw_clusters is None:
+            raise self.fail("cluster", "no clusters: add at least two [[cluster]] tables")
+        if not isinstance(raw_clusters, list):
+            raise self.fail("cluster", "expected an array of tables ([[cluster]])")
+        if not 1 <= len(raw_clusters) <= MAX_CLUSTERS:
+            raise self.fail("cluster", f"{len(raw_clusters)} clusters: need 1 to {MAX_CLUSTERS}")
+        clusters = [self.cluster(i, c) for i, c in enumerate(raw_clusters)]
+        names: dict[str, int] = {}
+        for c in clusters:
+            if c.name in names:
+                raise self.fail(f"cluster[{c.index}].name",
+                                f"duplicate cluster name {c.name!r} (also cluster[{names[c.name]}])")
+            names[c.name] = c.index
+        if len({c.emulated for c in clusters}) > 1:
+            raise self.fail("cluster", "mixes emulated clusters (nodes = N) and real ones "
+                            "(hosts = [...]); use one kind per topology")
+        self.check_unique_hosts(clusters)
+        links = self.links(raw.get("wan", {}), clusters)
+        return Topology(self.source, tuple(clusters), tuple(links), mtu, text)
+
+    def cluster(self, index: int, raw: object) -> Cluster:
+        key = f"cluster[{index}]"
+        raw = self.table(raw, key, CLUSTER_KEYS)
+        if "name" not in raw:
+            raise self.fail(f"{key}.name", "missing (every cluster needs a name)")
+        name = raw["name"]
+        if not isinstance(name, str) or not CLUSTER_NAME.match(name):
+            raise self.fail(f"{key}.name", f"{name!r} is not a valid cluster name: 1-6 lowercase "
+                            "letters or digits, starting and ending with a letter")
+        settings = {**CLUSTER_DEFAULTS, **raw}
+        nic = self.convert(f"{key}.nic", settings["nic"], units.parse_rate)
+        port_buffer = self.convert(f"{key}.port_buffer", settings["port_buffer"], units.parse_size)
+        if port_buffer < 1500:
+            raise self.fail(f"{key}.port_buffer", f"{port_buffer} bytes is smaller than one packet (1500 B)")
+        private = self.boolean(f"{key}.private", settings["private"])
+        relays = self.integer(f"{key}.relays", settings["relays"], 0, 16)
+        if relays:
+            raise self.fail(f"{key}.relays", "relay nodes are not available yet (wanrelay has not "
+                            "landed); set relays = 0")
+        if "hosts" in raw:
+            return self.real_cluster(key, index, name, raw, nic, port_buffer, private, relays)
+        if "network" in raw:
+            raise self.fail(f"{key}.network", "only for real clusters (with hosts = [...])")
+        nodes = self.integer(f"{key}.nodes", settings["nodes"], 0, MAX_NODES_PER_CLUSTER)
+        if nodes == 0:
+            raise self.fail(f"{key}.nodes", "a cluster needs at least one node")
+        network = f"10.{index}.0.0/24" if private else f"198.18.{index}.0/24"
+        base = ipaddress.ip_network(network).network_address
+        members = tuple(Node(f"{name}{i}", name, i, str(base + i + 1)) for i in range(nodes))
+        return Cluster(name, index, nic, port_buffer, private, relays, network, members)
+
+    def real_cluster(self, key, index, name, raw, nic, port_buffer, private, relays) -> Cluster:
+        if "nodes" in raw:
+            raise self.fail(f"{key}.nodes", "give either nodes = N (emulated) or hosts = [...] (real), not both")
+        hosts = raw["hosts"]
+        if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
+            raise self.fail(f"{key}.hosts", "expected a non-empty list of host names or addresses")
+        if "network" not in raw:
+            raise self.fail(f"{key}.network", "missing: a real cluster needs the CIDR of its nodes' "
+                            "addresses (e.g. '10.1.0.0/16')")
+        try:
+            network = str(ipaddress.ip_network(raw["network"], strict=False))
+        except (ValueError, TypeError):
+            raise self.fail(f"{key}.network", f"{raw['network']!r} is not a CIDR such as '10.1.0.0/16'") from None
+        members = tuple(Node(h, name, i, h, emulated=False) for i, h in enumerate(hosts))
+        return Cluster(name, index, nic, port_buffer, private, relays, network, members)
+
+    def check_unique_hosts(self, clusters: list[Cluster]) -> None:
+        seen: dict[str, str] = {}
+        for c in clusters:
+            for n in c.nodes:
+                if n.name in seen:
+                    raise self.fail(f"cluster[{c.index}].hosts",
+                                    f"duplicate host {n.name!r} (also in cluster {seen[n.name]!r})")
+                seen[n.name] = c.name
+
+    def link_settings(self, key: str, raw: dict, defaults: dict) -> dict:
+        merged = {**defaults, **{k: v for k, v in raw.items() if k in WAN_DEFAULTS}}
+        out = {
+            "rate_bps": self.convert(f"{key}.rate", merged["rate"], units.parse_rate),
+            "delay_us": self.convert(f"{key}.delay", merged["delay"], units.parse_duration_us),
+            "loss": self.convert(f"{key}.loss", merged["loss"], units.parse_loss),
+        }
+        if merged["queue"] == "bdp":
+            out["queue_bytes"] = max(out["rate_bps"] * 2 * out["delay_us"] // 8_000_000, 3000)
+        else:
+            out["queue_bytes"] = self.convert(f"{key}.queue", merged["queue"], units.parse_size)
+        if out["queue_bytes"] < 1500:
+            raise self.fail(f"{key}.queue", f"{out['queue_bytes']} bytes is smaller than one packet (1500 B)")
+        if out["delay_us"] > 1_000_000:
+            raise self.fail(f"{key}.delay", "one-way delay above 1 s is not supported")
+        return out
+
+    def links(self, raw: object, clusters: list[Cluster]) -> list[WanLink]:
+        wan = self.table(raw, "wan", WAN_KEYS)
+        defaults = {**WAN_DEFAULTS, **{k: v for k, v in wan.items() if k in WAN_DEFAULTS}}
+        self.link_settings("wan", wan, WAN_DEFAULTS)    # checks the [wan] values themselves
+        names = [c.name for c in clusters]
+        raw_links = wan.get("link")
+        if raw_links is None:       # full mesh with the [wan] settings
+            return [WanLink(a, b, **self.link_settings("wan", {}, defaults))
+                    for i, a in enumerate(names) for b in names[i + 1:]]
+        if not isinstance(raw_links, list):
+            raise self.fail("wan.link", "expected an array of tables ([[wan.link]])")
+        links: list[WanLink] = []
+        pairs: dict[frozenset, int] = {}
+        for i, rl in enumerate(raw_links):
+            key = f"wan.link[{i}]"
+            rl = self.table(rl, key, LINK_KEYS)
+            ends = rl.get("clusters")
+            if (not isinstance(ends, list) or len(ends) != 2
+                    or not all(isinstance(e, str) for e in ends)):
+                raise self.fail(f"{key}.clusters", "expected two cluster names, e.g. [\"a\", \"b\"]")
+            for e in ends:
+                if e not in names:
+                    raise self.fail(f"{key}.clusters", f"unknown cluster {e!r} (clusters: {', '.join(names)})")
+            if ends[0] == ends[1]:
+                raise self.fail(f"{key}.clusters", f"a link needs two different clusters, got {ends[0]!r} twice")
+            pair = frozenset(ends)
+            if pair in pairs:
+                raise self.fail(f"{key}.clusters", f"duplicate link {ends[0]}-{ends[1]} (also wan.link[{pairs[pair]}])")
+            pairs[pair] = i
+            a, b = sorted(ends, key=names.index)
+            links.append(WanLink(a, b, **self.link_settings(key, rl, defaults)))
+        topo_links = tuple(links)
+        unreachable = [n for n in names[1:]
+                       if n not in Topology(self.source, tuple(clusters), topo_links).next_hops(names[0])]
+        if unreachable:
+            raise self.fail("wan.link", f"cluster(s) {', '.join(unreachable)} cannot be reached from "
+                            f"{names[0]!r} over the listed links")
+        return links

@@ -1,0 +1,66 @@
+"""Fixtures for tests on the real testbed: namespaces, the wanem emulator and
+real Open MPI / MPICH jobs. Each fixture removes what it built, also when a
+test fails, and the session ends by checking that nothing is left behind."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wanmpi import launch, net, paths, topo
+
+REPO = paths.REPO
+WANMPI = [sys.executable, "-m", "wanmpi"]
+MPIS = list(launch.Launcher.registry)
+
+
+def wanmpi(*args: str, timeout: float = 300, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """Run the wanmpi command; its output is captured as text."""
+    return subprocess.run([*WANMPI, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env={**os.environ, **(env or {})}, **kwargs)
+
+
+def program(mpi: str, name: str) -> str:
+    path = paths.BUILD / mpi / name
+    assert path.exists(), f"{path} is not built: run `make build`"
+    return str(path)
+
+
+def bring_up(path: str) -> topo.Topology:
+    t = topo.load(REPO / path)
+    state = net.State.load()
+    if state is not None and state.topology_text != t.text:
+        net.teardown(state)
+    net.Net(t).up()
+    return t
+
+
+@pytest.fixture(scope="module")
+def two_clusters():
+    t = bring_up("examples/two-clusters.toml")
+    yield t
+    net.teardown(net.State.load())
+
+
+@pytest.fixture(scope="module")
+def private_cluster():
+    t = bring_up("examples/private-cluster.toml")
+    yield t
+    net.teardown(net.State.load())
+
+
+def wan_counters() -> dict:
+    reply = net.wanem_request({"cmd": "show"})
+    return {(l["name"], d): l[d]["counters"] for l in reply["links"] for d in ("a_to_b", "b_to_a")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind():
+    yield
+    net.teardown(net.State.load())
+    left = net.existing_namespaces()
+    assert not left, f"namespaces left behind: {left}"
+    assert not net.emulator_pids(), "a wanem process was left running"

@@ -1,0 +1,46 @@
+"""Bad arguments give a clear error naming the problem and a non-zero exit."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import program, wanmpi
+from wanmpi import net
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "-n", "2", "/no/such/program"], "program '/no/such/program' not found"),
+    (["run", "-n", "2", "no-such-program-anywhere"], "not found (not a file here and not on PATH)"),
+    (["run", "-n", "2", "/etc"], "is not an executable file"),
+    (["run", "-n", "0", "/bin/true"], "-n: need at least 1 rank, got 0"),
+    (["run", "-n", "-3", "/bin/true"], "-n: need at least 1 rank, got -3"),
+    (["run", "-n", "many", "/bin/true"], "-n: expected a number of ranks, got 'many'"),
+    (["run", "--mpi", "lam", "-n", "2", "/bin/true"], "--mpi: unknown MPI 'lam' (known: openmpi, mpich)"),
+    (["run", "-n", "2", "--env", "NOEQUALS", "/bin/true"], "--env: expected NAME=VALUE"),
+    (["run", "-n", "2", "--map", "a0", "/bin/true"], "--map lists 1 node(s) but -n is 2"),
+    (["run", "-n", "2", "--map", "a0,z9", "/bin/true"], "--map: unknown node 'z9'"),
+    (["run", "-t", "examples/missing.toml", "-n", "2", "/bin/true"], "examples/missing.toml: cannot read file"),
+    (["testbed", "up", "-t", "examples/real-clusters.toml"], "lists real hosts; there is no testbed"),
+])
+def test_bad_arguments_name_the_problem(args, message):
+    done = wanmpi(*args, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr
+    assert done.stderr.startswith("wanmpi: error:")
+
+
+def test_program_built_for_the_other_mpi_is_refused():
+    done = wanmpi("run", "--mpi", "mpich", "-n", "2", program("openmpi", "where"), timeout=60)
+    assert done.returncode == 2
+    assert "is built with openmpi but --mpi is mpich" in done.stderr
+
+
+def test_run_needs_the_testbed_up():
+    net.teardown(net.State.load())
+    done = wanmpi("run", "-n", "2", program("openmpi", "where"), timeout=60)
+    assert done.returncode == 2 and "the testbed is not up: run `wanmpi testbed up`" in done.stderr
+
+
+def test_missing_subcommand_and_unknown_option_exit_non_zero():
+    assert wanmpi().returncode == 2
+    done = wanmpi("run", "--bogus", "-n", "2", "/bin/true")
+    assert done.returncode == 2 and "unrecognized arguments" in done.stderr

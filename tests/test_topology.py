@@ -1,0 +1,122 @@
+"""The topology file: every example loads, every bad value gets its own error."""
+import pytest
+
+from wanmpi import topo
+from wanmpi.topo import TopologyError
+
+GOOD = """
+[[cluster]]
+name = "a"
+[[cluster]]
+name = "b"
+"""
+
+
+def error_of(text: str) -> TopologyError:
+    with pytest.raises(TopologyError) as e:
+        topo.loads(text, "bad.toml")
+    return e.value
+
+
+@pytest.mark.parametrize("name", ["two-clusters", "three-clusters", "private-cluster", "real-clusters"])
+def test_every_example_loads(name):
+    t = topo.load(f"examples/{name}.toml")
+    assert len(t.clusters) >= 2 and t.links
+
+
+def test_default_topology_matches_the_documented_testbed():
+    t = topo.load(None)
+    assert [c.name for c in t.clusters] == ["a", "b"]
+    assert [len(c.nodes) for c in t.clusters] == [4, 4]
+    (link,) = t.links
+    a = t.cluster("a")
+    # NICs slower than the WAN, but a cluster's NICs together faster than it.
+    assert a.nic_bps < link.rate_bps < a.nic_bps * len(a.nodes)
+    assert link.delay_us == 10_000
+
+
+def test_defaults_fill_every_key():
+    t = topo.loads(GOOD)
+    c = t.cluster("a")
+    assert (len(c.nodes), c.nic_bps, c.port_buffer, c.private, c.relays) == (4, 100_000_000, 64_000, False, 0)
+    assert (t.links[0].rate_bps, t.links[0].delay_us, t.links[0].queue_bytes, t.links[0].loss) == \
+        (200_000_000, 10_000, 100_000, 0.0)
+    assert t.mtu == 1500
+
+
+def test_names_and_addresses_follow_the_documented_scheme():
+    t = topo.load("examples/private-cluster.toml")
+    pub, priv = t.clusters
+    assert [n.name for n in pub.nodes] == ["pub0", "pub1", "pub2", "pub3"]
+    assert pub.nodes[2].address == "198.18.0.3" and pub.nodes[2].netns == "wm-pub2"
+    assert priv.network == "10.1.0.0/24" and priv.nodes[0].address == "10.1.0.1"
+    assert (pub.gateway, priv.gateway) == ("198.18.0.254", "10.1.0.254")
+    assert (pub.public_address, priv.public_address) == ("198.19.0.1", "198.19.0.2")
+
+
+def test_three_clusters_get_their_own_links():
+    t = topo.load("examples/three-clusters.toml")
+    delays = {l.name: l.delay_us for l in t.links}
+    assert delays == {"a-b": 5000, "a-c": 10000, "b-c": 15000}
+    assert {l.name: l.rate_bps for l in t.links}["b-c"] == 100_000_000
+
+
+def test_routes_go_around_a_missing_link():
+    t = topo.loads(GOOD + '[[cluster]]\nname = "c"\n[[wan.link]]\nclusters = ["a","b"]\n'
+                   '[[wan.link]]\nclusters = ["b","c"]\n')
+    assert t.next_hops("a")["c"].name == "a-b"
+
+
+@pytest.mark.parametrize("text, key, problem", [
+    (GOOD + "[wan]\nrate = \"-100Mbit\"\n", "wan.rate", "negative rate"),
+    (GOOD + "[wan]\nrate = \"100Mbps\"\n", "wan.rate", "ambiguous unit 'Mbps'"),
+    (GOOD + "[wan]\nrate = \"100furlongs\"\n", "wan.rate", "unknown unit 'furlongs'"),
+    (GOOD + "[wan]\nrate = \"100bit\"\n", "wan.rate", "below 1 kbit/s"),
+    (GOOD + "[wan]\nrate = 100\n", "wan.rate", "has no unit"),
+    (GOOD + "[wan]\ndelay = \"10\"\n", "wan.delay", "has no unit"),
+    (GOOD + "[wan]\ndelay = \"-1ms\"\n", "wan.delay", "negative duration"),
+    (GOOD + "[wan]\nqueue = \"1KB\"\n", "wan.queue", "smaller than one packet"),
+    (GOOD + "[wan]\nloss = 1.5\n", "wan.loss", "outside [0, 1]"),
+    (GOOD + "[wan]\nloss = \"2x\"\n", "wan.loss", "unknown unit 'x'"),
+    (GOOD + "[wan]\nbandwidth = \"1Gbit\"\n", "wan.bandwidth", "unknown key"),
+    (GOOD + "[wans]\n", "wans", "unknown key"),
+    ('[[cluster]]\nname = "a"\nnodes = 0\n[[cluster]]\nname = "b"\n', "cluster[0].nodes", "at least one node"),
+    ('[[cluster]]\nname = "a"\nnodes = -2\n[[cluster]]\nname = "b"\n', "cluster[0].nodes", "outside"),
+    ('[[cluster]]\nname = "a"\nnodes = "four"\n[[cluster]]\nname = "b"\n', "cluster[0].nodes", "expected an integer"),
+    ('[[cluster]]\nname = "a"\nnic = "-1Gbit"\n[[cluster]]\nname = "b"\n', "cluster[0].nic", "negative rate"),
+    ('[[cluster]]\nname = "a"\nport_buffer = "64 parsecs"\n[[cluster]]\nname = "b"\n',
+     "cluster[0].port_buffer", "unknown unit 'parsecs'"),
+    ('[[cluster]]\nname = "a"\nprivate = "yes"\n[[cluster]]\nname = "b"\n', "cluster[0].private", "true or false"),
+    ('[[cluster]]\nname = "a"\ncolour = "red"\n[[cluster]]\nname = "b"\n', "cluster[0].colour", "unknown key"),
+    ('[[cluster]]\nname = "a"\n[[cluster]]\nname = "a"\n', "cluster[1].name", "duplicate cluster name 'a'"),
+    ('[[cluster]]\nname = "A-1"\n', "cluster[0].name", "not a valid cluster name"),
+    ('[[cluster]]\nname = "a1"\n', "cluster[0].name", "not a valid cluster name"),
+    ('[[cluster]]\nnodes = 2\n', "cluster[0].name", "missing"),
+    ('[testbed]\nmtu = 100000\n' + GOOD, "testbed.mtu", "outside"),
+    ("", "cluster", "no clusters"),
+    (GOOD + '[[wan.link]]\nclusters = ["a", "z"]\n', "wan.link[0].clusters", "unknown cluster 'z'"),
+    (GOOD + '[[wan.link]]\nclusters = ["a", "a"]\n', "wan.link[0].clusters", "two different clusters"),
+    (GOOD + '[[wan.link]]\nclusters = ["a","b"]\n[[wan.link]]\nclusters = ["b","a"]\n',
+     "wan.link[1].clusters", "duplicate link"),
+    (GOOD + '[[cluster]]\nname = "c"\n[[wan.link]]\nclusters = ["a","b"]\n', "wan.link", "cannot be reached"),
+    ('[[cluster]]\nname = "a"\n[[cluster]]\nname = "b"\nhosts = ["h1"]\nnetwork = "10.0.0.0/8"\n',
+     "cluster", "mixes emulated clusters"),
+    ('[[cluster]]\nname = "a"\nhosts = ["h1"]\n', "cluster[0].network", "missing"),
+    ('[[cluster]]\nname = "a"\nhosts = ["h1"]\nnetwork = "ten"\n', "cluster[0].network", "not a CIDR"),
+])
+def test_each_bad_value_names_file_key_and_problem(text, key, problem):
+    e = error_of(text)
+    assert e.source == "bad.toml"
+    assert e.key == key
+    assert problem in e.problem
+    assert str(e).startswith(f"bad.toml: {key}: ")
+
+
+def test_broken_toml_names_the_file():
+    e = error_of("[[cluster]\nname=")
+    assert "bad.toml" in str(e) and "not valid TOML" in str(e)
+
+
+def test_missing_file_names_it():
+    with pytest.raises(TopologyError, match="nope.toml: cannot read file"):
+        topo.load("nope.toml")
