@@ -129,8 +129,10 @@ class Launcher:
 
 class OpenMPI(Launcher):
     name = "openmpi"
-    command_path = paths.OPENMPI_BIN / "mpirun.openmpi"
-    mpicc = paths.OPENMPI_BIN / "mpicc.openmpi"
+    # Debian names its alternatives-managed commands mpirun.openmpi, mpicc.openmpi
+    _debian = (paths.OPENMPI_BIN / "mpirun.openmpi").exists()
+    command_path = paths.OPENMPI_BIN / ("mpirun.openmpi" if _debian else "mpirun")
+    mpicc = paths.OPENMPI_BIN / ("mpicc.openmpi" if _debian else "mpicc")
     library = "libmpi.so.40"
 
     def hostfile_text(self, job: Job) -> str:

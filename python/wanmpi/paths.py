@@ -20,5 +20,6 @@ NS_EXEC_AGENT = Path(__file__).resolve().parent / "ns-exec"
 WANEM = Path(os.environ.get("WANMPI_WANEM", REPO / "target" / "release" / "wanem"))
 
 # MPI installations: Open MPI from Debian, MPICH 5 from PyPI in the project venv.
-OPENMPI_BIN = Path("/usr/bin")
-MPICH_BIN = VENV / "bin"
+# On real clusters, point these at the installations the nodes share.
+OPENMPI_BIN = Path(os.environ.get("WANMPI_OPENMPI_BIN", "/usr/bin"))
+MPICH_BIN = Path(os.environ.get("WANMPI_MPICH_BIN", VENV / "bin"))
