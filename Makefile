@@ -11,7 +11,7 @@ CARGO := $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 OPENMPI_CC := /usr/bin/mpicc.openmpi
 MPICH_CC := $(VENV)/bin/mpicc
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
-	python3-venv iputils-ping procps util-linux psmisc
+	python3-venv iputils-ping procps util-linux psmisc dropbear-bin openssh-client
 MPI_PROGRAMS := bench/pingpong.c tests/programs/where.c
 CFLAGS := -O2 -Wall -Wextra
 

@@ -92,7 +92,7 @@ class Job:
 
     @property
     def agent(self) -> str:
-        return str(paths.NS_EXEC_AGENT) if self.emulated else "ssh"
+        return str(paths.NS_EXEC_AGENT) if self.emulated else paths.REMOTE_SHELL
 
     @property
     def interfaces(self) -> str:

@@ -16,6 +16,10 @@ HOSTS_FILE = STATE_DIR / "hosts"
 
 NS_EXEC_AGENT = Path(__file__).resolve().parent / "ns-exec"
 
+# The remote shell MPI launchers use on real clusters: an ssh program (a path
+# or a name on PATH; a wrapper script if it needs options beyond ~/.ssh/config).
+REMOTE_SHELL = os.environ.get("WANMPI_SSH", "ssh")
+
 # The WAN emulator binary (cargo workspace at the repository root).
 WANEM = Path(os.environ.get("WANMPI_WANEM", REPO / "target" / "release" / "wanem"))
 
