@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 from . import launch, net, paths, topo, units
@@ -17,6 +18,7 @@ class CliError(RuntimeError):
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `wanmpi ... | head` ends quietly
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):
