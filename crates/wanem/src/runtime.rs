@@ -22,6 +22,12 @@ use crate::sys::{self, NetnsHome, SignalFd, SysError, Tun};
 
 /// Packets read from one TUN per loop iteration before releases are served.
 const READ_BATCH: usize = 64;
+/// A sleep longer than this ends `PRE_WAKE_NS` early and is finished by a
+/// second, short sleep: a long sleep on an idle (virtual) CPU overshoots by
+/// ~100 µs, a short one by ~15 µs (measured; see docs/wanem.md). No spinning.
+const PRE_WAKE_ABOVE_NS: u64 = 500_000;
+/// How early a long sleep ends.
+const PRE_WAKE_NS: u64 = 200_000;
 /// Spare packet buffers kept for reuse.
 const POOL_MAX: usize = 8192;
 /// How often monitor rows are handed to the buffered writer.
@@ -308,7 +314,14 @@ impl Runtime {
             if let Some(m) = &self.monitor {
                 wake = Some(wake.map_or(m.next_write, |w| w.min(m.next_write)));
             }
-            let timeout = wake.map(|w| w.saturating_sub(self.now()));
+            let timeout = wake.map(|w| {
+                let t = w.saturating_sub(self.now());
+                if t > PRE_WAKE_ABOVE_NS {
+                    t - PRE_WAKE_NS
+                } else {
+                    t
+                }
+            });
             self.build_pollfds();
             let ready = sys::ppoll(&mut self.pollfds, timeout).map_err(RunError::Poll)?;
             if ready == 0 {
