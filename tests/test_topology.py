@@ -93,6 +93,7 @@ def test_routes_go_around_a_missing_link():
     ('[[cluster]]\nname = "a1"\n', "cluster[0].name", "not a valid cluster name"),
     ('[[cluster]]\nnodes = 2\n', "cluster[0].name", "missing"),
     ('[testbed]\nmtu = 100000\n' + GOOD, "testbed.mtu", "outside"),
+    ('[testbed]\nmtu = 9000\n' + GOOD + '[wan]\nqueue = "8KB"\n', "wan.queue", "(testbed.mtu = 9000 B)"),
     ("", "cluster", "no clusters"),
     (GOOD + '[[wan.link]]\nclusters = ["a", "z"]\n', "wan.link[0].clusters", "unknown cluster 'z'"),
     (GOOD + '[[wan.link]]\nclusters = ["a", "a"]\n', "wan.link[0].clusters", "two different clusters"),

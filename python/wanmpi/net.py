@@ -247,6 +247,7 @@ class Net:
                 ip(rt, "addr", "add", self.topo.cluster(here).public_address,
                    "peer", self.topo.cluster(there).public_address, "dev", dev)
                 ip(rt, "link", "set", dev, "mtu", mtu, "up")
+                steer_receive(rt, dev)
         for c in self.topo.clusters:
             for dest_name, link in self.topo.next_hops(c.name).items():
                 neighbour = link.b if link.a == c.name else link.a
@@ -283,12 +284,28 @@ class Net:
         raise TestbedError("the WAN emulator did not open its control socket within 10 s")
 
 
+def emulator_cpu() -> int | None:
+    """The CPU the emulator gets to itself (the last one), None on a single CPU."""
+    cpus = os.cpu_count() or 1
+    return cpus - 1 if cpus > 1 else None
+
+
+def steer_receive(netns: str, dev: str) -> None:
+    """Process what the emulator writes into a TUN device on the other CPUs (RPS),
+    so the receiving network stack does not run on the emulator's CPU."""
+    cpu = emulator_cpu()
+    if cpu is None:
+        return
+    mask = format((1 << cpu) - 1, "x")
+    shell.run(in_netns(netns, ["sh", "-c", f"echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus"]))
+
+
 def tune_emulator(pid: int) -> None:
     """Give the emulator a CPU of its own at real-time priority (see ARCHITECTURE.md,
     "Testbed fidelity"): ranks run at idle priority, packets must never wait for them."""
-    cpus = os.cpu_count() or 1
-    if cpus > 1:
-        shell.run(["taskset", "-a", "-p", "-c", str(cpus - 1), str(pid)], check=False)
+    cpu = emulator_cpu()
+    if cpu is not None:
+        shell.run(["taskset", "-a", "-p", "-c", str(cpu), str(pid)], check=False)
     shell.run(["chrt", "-a", "-f", "-p", "50", str(pid)], check=False)
 
 

@@ -194,6 +194,7 @@ def loads(text: str, source: str = "<topology>") -> Topology:
 class _Reader:
     def __init__(self, source: str):
         self.source = source
+        self.mtu = TESTBED_KEYS["mtu"]
 
     def fail(self, key: str, problem: str) -> TopologyError:
         return TopologyError(self.source, key, problem)
@@ -228,7 +229,7 @@ class _Reader:
     def topology(self, raw: dict, text: str) -> Topology:
         self.table(raw, "", TOP_KEYS)
         testbed = {**TESTBED_KEYS, **self.table(raw.get("testbed", {}), "testbed", set(TESTBED_KEYS))}
-        mtu = self.integer("testbed.mtu", testbed["mtu"], 576, 9000)
+        mtu = self.mtu = self.integer("testbed.mtu", testbed["mtu"], 576, 9000)
         raw_clusters = raw.get("cluster")
         if raw_clusters is None:
             raise self.fail("cluster", "no clusters: add at least two [[cluster]] tables")
@@ -262,8 +263,9 @@ class _Reader:
         settings = {**CLUSTER_DEFAULTS, **raw}
         nic = self.convert(f"{key}.nic", settings["nic"], units.parse_rate)
         port_buffer = self.convert(f"{key}.port_buffer", settings["port_buffer"], units.parse_size)
-        if port_buffer < 1500:
-            raise self.fail(f"{key}.port_buffer", f"{port_buffer} bytes is smaller than one packet (1500 B)")
+        if port_buffer < self.mtu:
+            raise self.fail(f"{key}.port_buffer", f"{port_buffer} bytes is smaller than one packet "
+                            f"(testbed.mtu = {self.mtu} B)")
         private = self.boolean(f"{key}.private", settings["private"])
         relays = self.integer(f"{key}.relays", settings["relays"], 0, 16)
         if relays:
@@ -314,11 +316,12 @@ class _Reader:
             "loss": self.convert(f"{key}.loss", merged["loss"], units.parse_loss),
         }
         if merged["queue"] == "bdp":
-            out["queue_bytes"] = max(out["rate_bps"] * 2 * out["delay_us"] // 8_000_000, 3000)
+            out["queue_bytes"] = max(out["rate_bps"] * 2 * out["delay_us"] // 8_000_000, 2 * self.mtu)
         else:
             out["queue_bytes"] = self.convert(f"{key}.queue", merged["queue"], units.parse_size)
-        if out["queue_bytes"] < 1500:
-            raise self.fail(f"{key}.queue", f"{out['queue_bytes']} bytes is smaller than one packet (1500 B)")
+        if out["queue_bytes"] < self.mtu:
+            raise self.fail(f"{key}.queue", f"{out['queue_bytes']} bytes is smaller than one packet "
+                            f"(testbed.mtu = {self.mtu} B)")
         if out["delay_us"] > 1_000_000:
             raise self.fail(f"{key}.delay", "one-way delay above 1 s is not supported")
         return out
