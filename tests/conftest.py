@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wanmpi import launch, net, paths, topo
+from wanmpi import emulator, launch, net, paths, topo
 
 REPO = paths.REPO
 WANMPI = [sys.executable, "-m", "wanmpi"]
@@ -53,8 +53,7 @@ def private_cluster():
 
 
 def wan_counters() -> dict:
-    reply = net.wanem_request({"cmd": "show"})
-    return {(l["name"], d): l[d]["counters"] for l in reply["links"] for d in ("a_to_b", "b_to_a")}
+    return emulator.counters()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,4 +62,4 @@ def nothing_left_behind():
     net.teardown(net.State.load())
     left = net.existing_namespaces()
     assert not left, f"namespaces left behind: {left}"
-    assert not net.emulator_pids(), "a wanem process was left running"
+    assert not emulator.pids(), "a wanem process was left running"

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from conftest import bring_up, wanmpi
-from wanmpi import net, paths
+from wanmpi import emulator, net, paths
 
 
 def root_links() -> set[str]:
@@ -24,13 +24,13 @@ def test_up_down_leaves_no_namespace_interface_or_process():
     state = net.State.load()
     assert len(state.namespaces) == 12         # 2 x (switch, router, 4 nodes)
     assert set(state.namespaces) <= set(net.existing_namespaces())
-    assert net.emulator_pids() == [state.wanem_pid]
+    assert emulator.pids() == [state.wanem_pid]
     status = wanmpi("testbed", "status")
     assert status.returncode == 0 and "testbed: up" in status.stdout, status.stdout
     down = wanmpi("testbed", "down")
     assert down.returncode == 0, down.stderr
     assert net.existing_namespaces() == []
-    assert net.emulator_pids() == []
+    assert emulator.pids() == []
     assert root_links() == links_before
     assert not paths.STATE_FILE.exists()
     assert wanmpi("testbed", "status").returncode == 1
@@ -42,7 +42,7 @@ def test_up_twice_is_harmless():
     pid = net.State.load().wanem_pid
     again = wanmpi("testbed", "up", "--topology", "examples/two-clusters.toml")
     assert again.returncode == 0 and "already up" in again.stdout
-    assert net.State.load().wanem_pid == pid and net.emulator_pids() == [pid]
+    assert net.State.load().wanem_pid == pid and emulator.pids() == [pid]
     other = wanmpi("testbed", "up", "--topology", "examples/three-clusters.toml")
     assert other.returncode == 2 and "run `wanmpi testbed down` first" in other.stderr
     assert wanmpi("testbed", "down").returncode == 0

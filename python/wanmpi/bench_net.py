@@ -18,7 +18,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
-from . import net, shell, units
+from . import emulator, net, shell, units
 from .topo import Cluster, Topology, WanLink
 
 PORT = 5201
@@ -59,9 +59,7 @@ def rtt_ms(src_ns: str, address: str, count: int = 20) -> float:
 
 
 def drop_counts() -> dict[tuple[str, str], int]:
-    reply = net.wanem_request({"cmd": "show"})
-    return {(l["name"], d): l[d]["counters"]["drop_queue"] + l[d]["counters"]["drop_loss"]
-            for l in reply["links"] for d in ("a_to_b", "b_to_a")}
+    return {key: c["drop_queue"] + c["drop_loss"] for key, c in emulator.counters().items()}
 
 
 def tcp_flows(pairs: list[tuple[str, str, str]], seconds: float) -> float:

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from . import launch, net, paths, topo, units
+from . import emulator, launch, net, paths, plot, topo, units
 from .topo import Topology
 
 EXIT_USAGE = 2
@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return args.handler(args)
-    except (CliError, topo.TopologyError, net.TestbedError, launch.LaunchError) as e:
+    except (CliError, topo.TopologyError, net.TestbedError, launch.LaunchError,
+            emulator.EmulatorError, plot.PlotError) as e:
         print(f"wanmpi: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -75,6 +76,36 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("program", metavar="PROGRAM")
     rn.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     rn.set_defaults(handler=cmd_run)
+
+    lk = sub.add_parser("link", help="show or change the emulated WAN links while they run")
+    lksub = lk.add_subparsers(metavar="ACTION", required=True)
+    ls = lksub.add_parser("show", help="live settings and counters of every link and direction")
+    ls.add_argument("--json", action="store_true", help="print the emulator's reply as JSON")
+    ls.set_defaults(handler=cmd_link_show)
+    lset = lksub.add_parser("set", help="change a link's settings at once (not the topology file)")
+    lset.add_argument("link", metavar="LINK", help="link name, e.g. a-b (see `wanmpi link show`)")
+    lset.add_argument("--dir", default="both", choices=["a_to_b", "b_to_a", "both"],
+                      help="direction: a_to_b is from the first cluster of the name (default: both)")
+    lset.add_argument("--delay", help="one-way delay, e.g. 20ms")
+    lset.add_argument("--rate", help="bottleneck rate, e.g. 1Gbit")
+    lset.add_argument("--queue", help="drop-tail queue, e.g. 500KB (at least one MTU)")
+    lset.add_argument("--loss", help="random loss, e.g. 0.001 or 0.1%%")
+    updown = lset.add_mutually_exclusive_group()
+    updown.add_argument("--up", dest="up", action="store_true", default=None, help="carry traffic again")
+    updown.add_argument("--down", dest="up", action="store_false", help="cut the link: drop every packet")
+    lset.set_defaults(handler=cmd_link_set)
+    lm = lksub.add_parser("monitor", help="record bytes, packets, drops and queue per 1 ms bin to CSV")
+    lm.add_argument("file", nargs="?", metavar="FILE.csv", help="where to write (omit with --stop)")
+    lm.add_argument("--stop", action="store_true", help="stop recording and flush the file")
+    lm.set_defaults(handler=cmd_link_monitor)
+
+    pl = sub.add_parser("plot", help="draw figures from measurements")
+    plsub = pl.add_subparsers(metavar="FIGURE", required=True)
+    pt = plsub.add_parser("traffic", help="WAN bandwidth over time from a `wanmpi link monitor` CSV")
+    pt.add_argument("csv", metavar="FILE.csv")
+    pt.add_argument("-o", "--output", metavar="FILE.png", help="default: FILE.png beside the CSV")
+    pt.add_argument("--bin-ms", type=int, default=1, help="add up this many 1 ms bins per point")
+    pt.set_defaults(handler=cmd_plot_traffic)
 
     dm = sub.add_parser("demo", help="bring up the default testbed and show what wanmpi does")
     topology_option(dm)
@@ -140,16 +171,14 @@ def cmd_status(args) -> int:
         print(f"cluster {c.name}: {len(c.nodes)} nodes, {c.network} ({kind}), NIC "
               f"{units.format_rate(c.nic_bps)}, port buffer {units.format_size(c.port_buffer)}")
         print("  nodes: " + " ".join(f"{n.name}={n.address}" for n in c.nodes))
-    counters = {}
-    if not problems:
-        reply = net.wanem_request({"cmd": "show"})
-        counters = {l["name"]: l for l in reply.get("links", [])}
+    counters = {} if problems else emulator.counters()
     for l in t.links:
         print(f"link {l.name}: {units.format_rate(l.rate_bps)}, {units.format_duration_us(l.delay_us)} "
               f"one-way, queue {units.format_size(l.queue_bytes)}, loss {l.loss:g}")
-        live = counters.get(l.name)
-        for d in ("a_to_b", "b_to_a") if live else ():
-            c = live[d]["counters"]
+        for d in emulator.DIRECTIONS:
+            if (l.name, d) not in counters:
+                continue
+            c = counters[(l.name, d)]
             print(f"  {d}: {c['tx_packets']} packets, {c['tx_bytes']} bytes, drops "
                   f"{c['drop_queue']} queue / {c['drop_loss']} loss / {c['drop_down']} down")
     return 1 if problems else 0
@@ -202,6 +231,74 @@ def cmd_run(args) -> int:
                        f"build it with {mpi.mpicc} or run it with --mpi {other}")
     job = launch.Job(t, [program, *args.args], launch.placement(t, ranks, args.map), env)
     return launch.run_job(mpi, job, timeout=args.timeout)
+
+
+# ---- link --------------------------------------------------------------------------
+def running_links() -> Topology:
+    state = net.State.load()
+    if state is None:
+        raise CliError("the testbed is not up: run `wanmpi testbed up` first")
+    return topo.loads(state.topology_text, state.topology_source)
+
+
+def cmd_link_show(args) -> int:
+    running_links()
+    reply = emulator.request({"cmd": "show"})
+    if args.json:
+        print(json.dumps(reply, indent=1))
+        return 0
+    for link in reply["links"]:
+        print(f"link {link['name']}")
+        for d in emulator.DIRECTIONS:
+            st, c = link[d], link[d]["counters"]
+            print(f"  {d}: {'up' if st['up'] else 'DOWN'}, {units.format_rate(st['rate_bps'])}, "
+                  f"{units.format_duration_us(st['delay_us'])} one-way, queue "
+                  f"{units.format_size(st['queue_bytes'])}, loss {st['loss']:g}")
+            print(f"    {c['tx_packets']} packets / {c['tx_bytes']} bytes delivered, queue now "
+                  f"{c['queue_bytes']} B, drops: {c['drop_queue']} queue, {c['drop_loss']} loss, "
+                  f"{c['drop_down']} down; released late: {c['late_200us']} > 0.2 ms, "
+                  f"{c['late_1ms']} > 1 ms")
+    return 0
+
+
+def cmd_link_set(args) -> int:
+    t = running_links()
+    if args.link not in {l.name for l in t.links}:
+        raise CliError(f"no link {args.link!r} (links: {', '.join(l.name for l in t.links)})")
+    change: dict = {}
+    for option, field, parse in (("delay", "delay_us", units.parse_duration_us),
+                                 ("rate", "rate_bps", units.parse_rate),
+                                 ("queue", "queue_bytes", units.parse_size),
+                                 ("loss", "loss", units.parse_loss)):
+        value = getattr(args, option)
+        if value is not None:
+            try:
+                change[field] = parse(value)
+            except units.UnitError as e:
+                raise CliError(f"--{option}: {e}") from None
+    if args.up is not None:
+        change["up"] = args.up
+    if not change:
+        raise CliError("nothing to change: give --delay, --rate, --queue, --loss, --up or --down")
+    emulator.request({"cmd": "set", "link": args.link, "dir": args.dir, **change})
+    print(f"link {args.link} {args.dir}: " + ", ".join(f"{k}={v}" for k, v in change.items()))
+    return 0
+
+
+def cmd_link_monitor(args) -> int:
+    running_links()
+    if args.stop == bool(args.file):
+        raise CliError("give FILE.csv to start recording, or --stop to stop it")
+    path = None if args.stop else os.path.abspath(args.file)
+    emulator.request({"cmd": "monitor", "file": path})
+    print(f"monitor {'stopped' if args.stop else 'recording to ' + path}")
+    return 0
+
+
+def cmd_plot_traffic(args) -> int:
+    out = plot.traffic(args.csv, args.output, args.bin_ms)
+    print(f"wrote {out}")
+    return 0
 
 
 def cmd_demo(args) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import tempfile
 
-from . import launch, net, paths, topo, units
+from . import emulator, launch, net, paths, topo, units
 
 PINGPONG = "pingpong"
 
@@ -29,7 +29,7 @@ def run(topology_path: str | None = None) -> int:
             mpi = launch.launcher(name)
             program = paths.BUILD / name / PINGPONG
             ranks = [a.nodes[0], a.nodes[1], b.nodes[0]]
-            before = net.wanem_request({"cmd": "show"})
+            before = wan_bytes()
             with tempfile.TemporaryFile("w+") as out:
                 status = launch.run_job(mpi, launch.Job(t, [str(program), "-s", "1048576", "-r", "8"], ranks),
                                         timeout=300, stdout=out)
@@ -39,8 +39,7 @@ def run(topology_path: str | None = None) -> int:
                 print(text)
                 print(f"wanmpi demo: the {name} job failed with status {status}")
                 return 1
-            after = net.wanem_request({"cmd": "show"})
-            rows[name] = (parse(text), wan_bytes(after) - wan_bytes(before))
+            rows[name] = (parse(text), wan_bytes() - before)
         print_table(rows, a.name, b.name)
     finally:
         if built:
@@ -58,8 +57,8 @@ def parse(text: str) -> dict[str, tuple[float, float]]:
     return rows
 
 
-def wan_bytes(reply: dict) -> int:
-    return sum(l[d]["counters"]["tx_bytes"] for l in reply["links"] for d in ("a_to_b", "b_to_a"))
+def wan_bytes() -> int:
+    return sum(c["tx_bytes"] for c in emulator.counters().values())
 
 
 def print_table(rows: dict, local: str, remote: str) -> None:

@@ -20,14 +20,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, shell
-from .topo import NETNS_PREFIX, Cluster, Node, Topology, WanLink
+from . import emulator, paths, shell
+from .topo import NETNS_PREFIX, Cluster, Node, Topology
 
 HOST_QUEUE_BYTES = 1_500_000     # a node's own transmit queue (1000 full packets)
 GLOBAL_SYSCTLS = {"net.core.netdev_max_backlog": 10000}
@@ -156,7 +155,7 @@ class Net:
             self.build()
         except BaseException as e:
             teardown(self.state())
-            if isinstance(e, (shell.CommandError, OSError, TestbedError)):
+            if isinstance(e, (shell.CommandError, OSError, TestbedError, emulator.EmulatorError)):
                 raise TestbedError(f"testbed up failed and was undone: {e}") from None
             raise
         return True
@@ -260,88 +259,18 @@ class Net:
         self.start_wanem()
 
     def start_wanem(self) -> None:
-        if not paths.WANEM.is_file():
-            raise TestbedError(f"the WAN emulator {paths.WANEM} is not built (run `make build`)")
-        config = paths.STATE_DIR / "wanem.json"
-        config.write_text(json.dumps(wanem_config(self.topo), indent=1))
-        control = paths.STATE_DIR / "wanem.sock"
-        log = open(paths.STATE_DIR / "wanem.log", "w")
-        self.wanem = subprocess.Popen(
-            [str(paths.WANEM), "--config", str(config), "--control", str(control)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.wanem = emulator.start(self.topo)
         self.state().save()
-        tune_emulator(self.wanem.pid)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.wanem.poll() is not None:
-                raise TestbedError(f"the WAN emulator exited at start (code {self.wanem.returncode}): "
-                                   f"{tail(paths.STATE_DIR / 'wanem.log')}")
-            try:
-                wanem_request({"cmd": "show"})
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise TestbedError("the WAN emulator did not open its control socket within 10 s")
-
-
-def emulator_cpu() -> int | None:
-    """The CPU the emulator gets to itself (the last one), None on a single CPU."""
-    cpus = os.cpu_count() or 1
-    return cpus - 1 if cpus > 1 else None
 
 
 def steer_receive(netns: str, dev: str) -> None:
     """Process what the emulator writes into a TUN device on the other CPUs (RPS),
     so the receiving network stack does not run on the emulator's CPU."""
-    cpu = emulator_cpu()
+    cpu = emulator.cpu()
     if cpu is None:
         return
     mask = format((1 << cpu) - 1, "x")
     shell.run(in_netns(netns, ["sh", "-c", f"echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus"]))
-
-
-def tune_emulator(pid: int) -> None:
-    """Give the emulator a CPU of its own at real-time priority (see ARCHITECTURE.md,
-    "Testbed fidelity"): ranks run at idle priority, packets must never wait for them."""
-    cpu = emulator_cpu()
-    if cpu is not None:
-        shell.run(["taskset", "-a", "-p", "-c", str(cpu), str(pid)], check=False)
-    shell.run(["chrt", "-a", "-f", "-p", "50", str(pid)], check=False)
-
-
-def wanem_config(topo: Topology) -> dict:
-    def direction(link: WanLink, seed: int) -> dict:
-        return {"rate_bps": link.rate_bps, "delay_us": link.delay_us,
-                "queue_bytes": link.queue_bytes, "loss": link.loss, "seed": seed, "up": True}
-    return {"links": [
-        {"name": link.name,
-         "a": {"netns": f"/run/netns/{topo.cluster(link.a).router_netns}", "dev": f"wan-{link.b}"},
-         "b": {"netns": f"/run/netns/{topo.cluster(link.b).router_netns}", "dev": f"wan-{link.a}"},
-         "mtu": topo.mtu,
-         "a_to_b": direction(link, 2 * i + 1), "b_to_a": direction(link, 2 * i + 2)}
-        for i, link in enumerate(topo.links)]}
-
-
-def wanem_request(request: dict, timeout: float = 5.0) -> dict:
-    """One request to the running emulator's control socket."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(paths.STATE_DIR / "wanem.sock"))
-        s.sendall(json.dumps(request).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return json.loads(data)
-
-
-def tail(path: Path, lines: int = 3) -> str:
-    try:
-        return " | ".join(path.read_text().strip().splitlines()[-lines:]) or "(no output)"
-    except OSError:
-        return "(no log)"
 
 
 def health(state: State) -> list[str]:
@@ -352,12 +281,11 @@ def health(state: State) -> list[str]:
     if missing:
         problems.append(f"missing namespaces: {', '.join(missing)}")
     if state.wanem_pid is None or not _alive(state.wanem_pid):
-        problems.append(f"the WAN emulator is not running (last words: "
-                        f"{tail(paths.STATE_DIR / 'wanem.log')})")
+        problems.append(f"the WAN emulator is not running (last words: {emulator.log_tail()})")
     else:
         try:
-            wanem_request({"cmd": "show"}, timeout=2)
-        except (OSError, ValueError) as e:
+            emulator.request({"cmd": "show"}, timeout=2)
+        except (OSError, emulator.EmulatorError) as e:
             problems.append(f"the WAN emulator does not answer on its control socket: {e}")
     return problems
 
@@ -374,7 +302,7 @@ def clean() -> list[str]:
     """Remove every testbed namespace and the processes inside them, and any
     emulator left running. Returns what was removed."""
     removed = []
-    for pid in emulator_pids():
+    for pid in emulator.pids():
         kill_pids([pid])
         removed.append(f"wanem process {pid}")
     namespaces = existing_namespaces()
@@ -389,22 +317,7 @@ def clean() -> list[str]:
     if state is not None:
         for key, value in state.sysctls_before.items():
             (Path("/proc/sys") / key.replace(".", "/")).write_text(value)
-    for leftover in ("testbed.json", "testbed.tmp", "hosts", "wanem.json", "wanem.sock"):
-        (paths.STATE_DIR / leftover).unlink(missing_ok=True)
+    for leftover in (paths.STATE_FILE, paths.STATE_FILE.with_suffix(".tmp"), paths.HOSTS_FILE,
+                     emulator.CONFIG, emulator.CONTROL):
+        leftover.unlink(missing_ok=True)
     return removed
-
-
-def emulator_pids() -> list[int]:
-    """Running wanem processes started with this state directory's config."""
-    config = str(paths.STATE_DIR / "wanem.json").encode()
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if cmdline and cmdline[0].endswith(b"wanem") and config in cmdline and _alive(int(proc.name)):
-            pids.append(int(proc.name))
-    return pids
