@@ -63,6 +63,7 @@ demo: build
 
 test: build
 	$(CARGO) test --release --quiet
+	$(CARGO) test --release --quiet -p wanem --test netns -- --ignored --test-threads=1
 	$(PY) -m pytest -q tests
 
 clean:

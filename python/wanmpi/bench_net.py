@@ -2,7 +2,7 @@
 it beside the configured values, with the error in percent.
 
 Per link and direction (a private cluster can only be measured sending out):
-  RTT         ping between the first nodes, vs 2 x one-way delay
+  RTT         median of 20 pings between the first nodes, vs 2 x one-way delay
   TCP 1 flow  one node to one node, vs min(WAN rate, both NICs)
   TCP N flows N node pairs at once (N = up to 4), vs min(WAN rate, sum of NICs)
   drops       the emulator's queue and loss drops during the TCP tests
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -48,14 +49,14 @@ class Measurement:
 
 
 def rtt_ms(src_ns: str, address: str, count: int = 20) -> float:
-    """Mean RTT of `count` pings, after one that warms up neighbour tables."""
+    """Median RTT of `count` pings, after one that warms up neighbour tables."""
     shell.run(net.in_netns(src_ns, ["ping", "-q", "-n", "-c", "1", "-W", "2", address]), check=False)
-    out = shell.output(net.in_netns(src_ns, ["ping", "-q", "-n", "-c", str(count), "-i", "0.05", address]),
-                       timeout=30)
-    m = re.search(r"= [\d.]+/([\d.]+)/", out)
-    if not m:
+    out = shell.output(net.in_netns(src_ns, ["ping", "-n", "-c", str(count), "-i", "0.05", address]),
+                       timeout=30, check=False)
+    times = sorted(float(t) for t in re.findall(r"time=([\d.]+) ms", out))
+    if not times:
         raise net.TestbedError(f"ping {address} from {src_ns} got no answer: {out.strip()[-200:]}")
-    return float(m.group(1))
+    return statistics.median(times)
 
 
 def drop_counts() -> dict[tuple[str, str], int]:
