@@ -107,18 +107,9 @@ impl ShownCounters {
 /// One direction as reported by `show`: settings, then counters.
 #[derive(Debug, Serialize)]
 pub struct ShownDirection {
-    /// Bottleneck rate, bits/s.
-    pub rate_bps: u64,
-    /// One-way delay, µs.
-    pub delay_us: u64,
-    /// Drop-tail limit, bytes.
-    pub queue_bytes: u64,
-    /// Loss probability.
-    pub loss: f64,
-    /// Loss PRNG seed.
-    pub seed: u64,
-    /// Link up.
-    pub up: bool,
+    /// The direction's settings, shown as top-level fields.
+    #[serde(flatten)]
+    pub settings: Settings,
     /// Counters since start or the last `reset_counters`.
     pub counters: ShownCounters,
 }
@@ -204,14 +195,8 @@ impl Emulator {
             .map(|l| {
                 let mut shown = l.dirs.iter_mut().map(|d| {
                     d.advance(now);
-                    let s: &Settings = d.settings();
                     ShownDirection {
-                        rate_bps: s.rate_bps,
-                        delay_us: s.delay_us,
-                        queue_bytes: s.queue_bytes,
-                        loss: s.loss,
-                        seed: s.seed,
-                        up: s.up,
+                        settings: d.settings().clone(),
                         counters: ShownCounters::new(d.counters(), d.queue_bytes()),
                     }
                 });

@@ -33,7 +33,7 @@ pub const LATE_200US_NS: u64 = 200_000;
 pub const LATE_1MS_NS: u64 = 1_000_000;
 
 /// The settings of one direction. Validated by [`crate::config`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Settings {
     /// Bottleneck rate in bits per second (> 0), counting IP bytes.
     pub rate_bps: u64,
