@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import pytest

@@ -329,12 +329,11 @@ class _Reader:
     def links(self, raw: object, clusters: list[Cluster]) -> list[WanLink]:
         wan = self.table(raw, "wan", WAN_KEYS)
         defaults = {**WAN_DEFAULTS, **{k: v for k, v in wan.items() if k in WAN_DEFAULTS}}
-        self.link_settings("wan", wan, WAN_DEFAULTS)    # checks the [wan] values themselves
+        mesh = self.link_settings("wan", wan, WAN_DEFAULTS)    # also checks the [wan] values
         names = [c.name for c in clusters]
         raw_links = wan.get("link")
         if raw_links is None:       # full mesh with the [wan] settings
-            return [WanLink(a, b, **self.link_settings("wan", {}, defaults))
-                    for i, a in enumerate(names) for b in names[i + 1:]]
+            return [WanLink(a, b, **mesh) for i, a in enumerate(names) for b in names[i + 1:]]
         if not isinstance(raw_links, list):
             raise self.fail("wan.link", "expected an array of tables ([[wan.link]])")
         links: list[WanLink] = []
