@@ -1,0 +1,251 @@
+/* The MPI entry points. Each one decides, identically on every rank, which
+ * algorithm runs (from the settings, the communicator's clusters and the
+ * arguments), runs it and records it; anything the algorithms do not handle
+ * goes to the MPI library unchanged (PMPI), and so do invalid arguments, so
+ * that the MPI library reports them exactly as it would without us.
+ *
+ * Fallbacks to the MPI library:
+ *   - the communicator lies in one cluster, or is an intercommunicator;
+ *   - WANMPI_DISABLE=1, or WANMPI_<COLL>=mpi;
+ *   - reductions with a non-commutative operation (MPI fixes the order of
+ *     the operands; ours is by cluster), or a predefined operation on a
+ *     derived datatype;
+ *   - arguments MPI would reject (negative counts, a root out of range, a
+ *     null datatype or operation, MPI_IN_PLACE where it is not allowed,
+ *     send and receive sizes that differ).
+ * Messages up to WANMPI_SMALL bytes take the single-lane path, which has the
+ * fewest hops and is the fastest for them. */
+#include "coll.h"
+#include "stats.h"
+#include "../common/log.h"
+#include "../common/settings.h"
+#include "wanmpi_internal.h"
+#include "../../include/wanmpi.h"
+
+static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum wm_alg *alg)
+{
+    const struct wm_settings *s = wm_settings();
+    *alg = WM_ALG_MPI;
+    if (s->disabled || s->alg[c] == WM_ALG_MPI || comm == MPI_COMM_NULL)
+        return MPI_SUCCESS;
+    struct wm_comm *wc;
+    int rc = wm_comm_get(comm, &wc);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    *out = wc;
+    if (!wc->flat)
+        *alg = s->alg[c];
+    return MPI_SUCCESS;
+}
+
+static int type_size(MPI_Datatype type, int *size)
+{
+    return type != MPI_DATATYPE_NULL && PMPI_Type_size(type, size) == MPI_SUCCESS;
+}
+
+static int predefined_op(MPI_Op op)
+{
+    static const MPI_Op ops[] = { MPI_MAX, MPI_MIN, MPI_SUM, MPI_PROD, MPI_LAND, MPI_BAND, MPI_LOR,
+                                  MPI_BOR, MPI_LXOR, MPI_BXOR, MPI_MINLOC, MPI_MAXLOC, MPI_REPLACE,
+                                  MPI_NO_OP };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (op == ops[i])
+            return 1;
+    return 0;
+}
+
+static int named_type(MPI_Datatype type)
+{
+    int ni, na, nd, combiner;
+    return PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
+           combiner == MPI_COMBINER_NAMED;
+}
+
+/* Can the reduction engine take (type, op)? */
+static int reducible(MPI_Datatype type, MPI_Op op)
+{
+    int commutative = 0;
+    if (op == MPI_OP_NULL || PMPI_Op_commutative(op, &commutative) != MPI_SUCCESS || !commutative)
+        return 0;
+    return named_type(type) || !predefined_op(op);
+}
+
+static enum wm_alg by_size(enum wm_alg alg, double bytes)
+{
+    return alg == WM_ALG_MULTILANE && bytes <= (double)wm_settings()->small ? WM_ALG_SINGLELANE : alg;
+}
+
+int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = enter(WM_BCAST, comm, &wc, &alg), size = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (alg != WM_ALG_MPI && (count < 0 || root < 0 || root >= wc->size || !type_size(type, &size)))
+        alg = WM_ALG_MPI;
+    double bytes = (double)count * size;
+    alg = by_size(alg, bytes);
+    switch (alg) {
+    case WM_ALG_MULTILANE: rc = wm_bcast_multilane(wc, buf, count, type, root); break;
+    case WM_ALG_SINGLELANE: rc = wm_bcast_singlelane(wc, buf, count, type, root); break;
+    default: rc = PMPI_Bcast(buf, count, type, root, comm);
+    }
+    wm_stats_call(WM_BCAST, alg, bytes, PMPI_Wtime() - t0);
+    return rc;
+}
+
+static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
+                     MPI_Op op, int root, MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = enter(coll, comm, &wc, &alg), size = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    enum wm_reduce_mode mode = coll == WM_ALLREDUCE ? WM_TO_ALL : coll == WM_REDUCE ? WM_TO_ROOT
+                                                                                     : WM_SCATTER_BLOCKS;
+    if (alg != WM_ALG_MPI) {
+        if (count < 0 || !type_size(type, &size) || !reducible(type, op))
+            alg = WM_ALG_MPI;
+        else if (mode == WM_TO_ROOT && (root < 0 || root >= wc->size ||
+                                        (sendbuf == MPI_IN_PLACE && wc->rank != root)))
+            alg = WM_ALG_MPI;
+    }
+    double bytes = (double)count * size * (mode == WM_SCATTER_BLOCKS && alg != WM_ALG_MPI ? wc->size : 1);
+    alg = by_size(alg, bytes);
+    if (alg == WM_ALG_MULTILANE)
+        rc = wm_reduce_multilane(wc, sendbuf, recvbuf, count, type, op, mode, root);
+    else if (alg == WM_ALG_SINGLELANE)
+        rc = wm_reduce_singlelane(wc, sendbuf, recvbuf, count, type, op, mode, root);
+    else if (mode == WM_TO_ALL)
+        rc = PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+    else if (mode == WM_TO_ROOT)
+        rc = PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+    else
+        rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm);
+    wm_stats_call(coll, alg, bytes, PMPI_Wtime() - t0);
+    return rc;
+}
+
+int wm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm);
+}
+
+int wm_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+              MPI_Comm comm)
+{
+    return reduction(WM_REDUCE, sendbuf, recvbuf, count, type, op, root, comm);
+}
+
+int wm_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type,
+                            MPI_Op op, MPI_Comm comm)
+{
+    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm);
+}
+
+int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = enter(WM_ALLGATHER, comm, &wc, &alg), rsize = 0, ssize = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (alg != WM_ALG_MPI) {
+        if (recvcount < 0 || !type_size(recvtype, &rsize))
+            alg = WM_ALG_MPI;
+        else if (sendbuf != MPI_IN_PLACE &&
+                 (sendcount < 0 || !type_size(sendtype, &ssize) ||
+                  (int64_t)sendcount * ssize != (int64_t)recvcount * rsize))
+            alg = WM_ALG_MPI;
+    }
+    double bytes = (double)recvcount * rsize * (alg != WM_ALG_MPI ? wc->size : 1);
+    alg = by_size(alg, bytes);
+    if (alg == WM_ALG_MULTILANE)
+        rc = wm_allgather_multilane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+    else if (alg == WM_ALG_SINGLELANE)
+        rc = wm_allgather_singlelane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+    else
+        rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    wm_stats_call(WM_ALLGATHER, alg, bytes, PMPI_Wtime() - t0);
+    return rc;
+}
+
+int wm_barrier_call(MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = enter(WM_BARRIER, comm, &wc, &alg);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    /* one algorithm: single-lane and multi-lane are the same for a barrier */
+    rc = alg == WM_ALG_MPI ? PMPI_Barrier(comm) : wm_barrier(wc);
+    wm_stats_call(WM_BARRIER, alg, 0, PMPI_Wtime() - t0);
+    return rc;
+}
+
+int wm_finalize(void)
+{
+    wm_stats_write();
+    wm_comm_release_all();
+    return PMPI_Finalize();
+}
+
+/* ---- C bindings ---- */
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    return wm_bcast(buf, count, type, root, comm);
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    return wm_allreduce(sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+               MPI_Comm comm)
+{
+    return wm_reduce(sendbuf, recvbuf, count, type, op, root, comm);
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type,
+                             MPI_Op op, MPI_Comm comm)
+{
+    return wm_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return wm_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    return wm_barrier_call(comm);
+}
+
+int MPI_Finalize(void)
+{
+    return wm_finalize();
+}
+
+/* ---- public API (include/wanmpi.h) ---- */
+
+int wanmpi_comm_clusters(MPI_Comm comm, int *nclusters, int *my_cluster)
+{
+    struct wm_comm *wc;
+    int rc = wm_comm_get(comm, &wc);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    *nclusters = wc->flat ? 1 : wc->nclusters;
+    *my_cluster = wc->flat ? 0 : wc->my_cluster;
+    return MPI_SUCCESS;
+}

@@ -1,0 +1,196 @@
+/* Broadcast.
+ *
+ * Multi-lane (pipelined chains). The message is cut into chunks; chunk c
+ * belongs to segment s = c mod S, S = min(k, n_R - 1) segments (R = the
+ * root's cluster). Every segment travels along its own chain:
+ *
+ *   root -> R[s0] -> R[s0+1] -> ... -> R[s0-1]  ==WAN==>  X[e_s] -> X[e_s+1] -> ... (every X != R)
+ *
+ * The chain of segment s visits every non-root rank of R starting at a
+ * rotated position s0 = s (n_R-1)/S, so the S chains end on S different
+ * ranks, and the last rank of a chain is the one that sends the segment
+ * across the WAN (to one entry rank per other cluster) instead of forwarding
+ * it locally. Every rank of R therefore sends the message exactly once in
+ * total (the lower bound of M/b per NIC), at most S = k ranks of R send
+ * across the WAN, and the WAN carries the message once per cluster. In the
+ * other clusters the chain starts at entry e_s and visits every rank.
+ * Chunks are under Open MPI's TCP eager limit, so no chunk waits for a
+ * rendezvous round trip across the WAN, and all receives are posted first.
+ *
+ *   step:      1      2      3      4      5 ...
+ *   root     c0,c1  c2,c3  c4,c5
+ *   R[0]            c0>    c2> c1>  ...          (forward: local, or WAN if last)
+ *   X[e]                          c0>  ...
+ *
+ * Data moves as bytes of the packed representation, so ranks may describe
+ * the same message with different (count, datatype) pairs as MPI allows.
+ *
+ * Single-lane (the grid-MPI baseline, and the small-message path): the root
+ * sends the whole message to one leader per other cluster, then every cluster
+ * runs the MPI library's own broadcast inside the cluster. */
+#include "coll.h"
+#include "sched.h"
+#include "../common/log.h"
+
+#include <stdlib.h>
+
+struct bcast {
+    char *data;
+    int64_t total, chunk;
+    int segments;
+    int *source;        /* [segments] who sends me the segment's chunks (-1: I am the root) */
+    int *ndest;         /* [segments] */
+    int *dest;          /* [segments][max_dest] */
+    int max_dest;
+};
+
+static int chunk_count(const struct bcast *b, int64_t c)
+{
+    int64_t left = b->total - c * b->chunk;
+    return (int)(left < b->chunk ? left : b->chunk);
+}
+
+static int forward(struct wm_sched *s, void *arg, long c)
+{
+    struct bcast *b = arg;
+    int seg = (int)(c % b->segments);
+    for (int d = 0; d < b->ndest[seg]; d++)
+        wm_sched_send(s, b->data + c * b->chunk, chunk_count(b, c), MPI_BYTE,
+                      b->dest[seg * b->max_dest + d], (int)c, NULL, NULL, 0);
+    return s->err;
+}
+
+static void add_dest(struct bcast *b, int seg, int rank)
+{
+    b->dest[seg * b->max_dest + b->ndest[seg]++] = rank;
+}
+
+/* Entry rank of segment s in cluster x. */
+static int entry(const struct wm_comm *wc, int x, int s, int segments)
+{
+    int n = wc->cluster_size[x];
+    return segments <= n ? (int)((int64_t)s * n / segments) : s % n;
+}
+
+/* Fills source/dest of every segment for this rank (see the chain above). */
+static void plan(const struct wm_comm *wc, int root, struct bcast *b)
+{
+    int R = wc->cluster_of[root], nR = wc->cluster_size[R], ir = wc->index_of[root];
+    int me = wc->rank, X = wc->my_cluster;
+    int others = nR - 1;                        /* non-root ranks of R: R[j] = members[(ir+1+j) % nR] */
+    for (int s = 0; s < b->segments; s++) {
+        b->source[s] = -1;
+        b->ndest[s] = 0;
+        int start = others > 0 ? (int)((int64_t)s * others / b->segments) : 0;
+#define R_AT(j) (wc->members[R][(ir + 1 + ((start + (j)) % others)) % nR])
+        int wan_sender = others > 0 ? R_AT(others - 1) : root;
+        if (me == root) {
+            if (others > 0)
+                add_dest(b, s, R_AT(0));
+        } else if (X == R) {
+            int pos = (wc->my_index - ir - 1 + nR) % nR;          /* my place among R's non-roots */
+            int j = (pos - start + others) % others;              /* my place in this chain */
+            b->source[s] = j == 0 ? root : R_AT(j - 1);
+            if (j < others - 1)
+                add_dest(b, s, R_AT(j + 1));
+        } else {
+            int n = wc->cluster_size[X], e = entry(wc, X, s, b->segments);
+            int j = (wc->my_index - e + n) % n;
+            b->source[s] = j == 0 ? wan_sender : wc->members[X][(e + j - 1) % n];
+            if (j < n - 1)
+                add_dest(b, s, wc->members[X][(e + j + 1) % n]);
+        }
+        if (me == wan_sender)
+            for (int x = 0; x < wc->nclusters; x++)
+                if (x != R)
+                    add_dest(b, s, wc->members[x][entry(wc, x, s, b->segments)]);
+#undef R_AT
+    }
+}
+
+int wm_bcast_multilane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root)
+{
+    struct wm_layout l;
+    int rc = wm_layout(type, count, &l);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    struct bcast b = { .total = (int64_t)count * l.size };
+    if (b.total == 0)
+        return MPI_SUCCESS;
+    void *packed = NULL;
+    if (l.contiguous) {
+        b.data = (char *)buf + l.true_lb;
+    } else {
+        packed = malloc((size_t)b.total);
+        if (!packed)
+            wm_fatal("out of memory: %lld bytes to pack a broadcast", (long long)b.total);
+        b.data = packed;
+        if (wc->rank == root) {
+            int pos = 0;
+            if ((rc = PMPI_Pack(buf, count, type, packed, (int)b.total, &pos, wc->shadow)) != MPI_SUCCESS)
+                goto out;
+        }
+    }
+    int R = wc->cluster_of[root], nR = wc->cluster_size[R], widest = 1;
+    for (int x = 0; x < wc->nclusters; x++)
+        if (x != R && wc->cluster_size[x] > widest)
+            widest = wc->cluster_size[x];
+    b.segments = nR > 1 ? wm_lanes(wc, R) : (wc->lanes < widest ? wc->lanes : widest);
+    if (nR > 1 && b.segments > nR - 1)
+        b.segments = nR - 1;
+    int64_t nchunks = wm_pieces(wc, b.total, (int64_t)wm_chunk_bytes(), 1, &b.chunk);
+    b.max_dest = wc->nclusters;
+    b.source = calloc((size_t)b.segments, sizeof(int));
+    b.ndest = calloc((size_t)b.segments, sizeof(int));
+    b.dest = calloc((size_t)b.segments * (size_t)b.max_dest, sizeof(int));
+    if (!b.source || !b.ndest || !b.dest)
+        wm_fatal("out of memory (broadcast plan)");
+    plan(wc, root, &b);
+
+    struct wm_sched s;
+    wm_sched_init(&s, wc);
+    for (int64_t c = 0; c < nchunks; c++) {
+        int seg = (int)(c % b.segments);
+        if (wc->rank == root)
+            forward(&s, &b, (long)c);
+        else
+            wm_sched_recv(&s, b.data + c * b.chunk, chunk_count(&b, c), MPI_BYTE, b.source[seg],
+                          (int)c, forward, &b, (long)c);
+    }
+    rc = wm_sched_run(&s);
+    if (rc == MPI_SUCCESS && packed && wc->rank != root) {
+        int pos = 0;
+        rc = PMPI_Unpack(packed, (int)b.total, &pos, buf, count, type, wc->shadow);
+    }
+out:
+    free(b.source);
+    free(b.ndest);
+    free(b.dest);
+    free(packed);
+    return rc;
+}
+
+int wm_bcast_singlelane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root)
+{
+    int R = wc->cluster_of[root], rc = MPI_SUCCESS;
+    int local_root = wc->my_cluster == R ? wc->index_of[root] : 0;
+    if (wc->rank == root) {
+        MPI_Request *req = calloc((size_t)wc->nclusters, sizeof *req);
+        if (!req)
+            wm_fatal("out of memory (broadcast)");
+        int n = 0;
+        for (int x = 0; x < wc->nclusters && rc == MPI_SUCCESS; x++)
+            if (x != R)
+                rc = PMPI_Isend(buf, count, type, wc->members[x][0], 0, wc->shadow, &req[n++]);
+        if (rc == MPI_SUCCESS)
+            rc = PMPI_Bcast(buf, count, type, local_root, wc->local);
+        int wrc = PMPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+        free(req);
+        return rc != MPI_SUCCESS ? rc : wrc;
+    }
+    if (wc->my_cluster != R && wc->my_index == 0)
+        rc = PMPI_Recv(buf, count, type, root, 0, wc->shadow, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Bcast(buf, count, type, local_root, wc->local);
+    return rc;
+}

@@ -1,0 +1,417 @@
+#include "cluster.h"
+#include "../common/log.h"
+#include "../common/settings.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- this process's cluster ------------------------------------------------ */
+
+static char my_name[WM_CLUSTER_NAME_MAX];
+static int my_name_known;
+
+static void set_name(const char *source, const char *name, size_t len)
+{
+    if (len == 0 || len >= WM_CLUSTER_NAME_MAX)
+        wm_fatal("%s: cluster name '%.*s' must have 1 to %d characters", source, (int)len, name,
+                 WM_CLUSTER_NAME_MAX - 1);
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-' && name[i] != '.')
+            wm_fatal("%s: cluster name '%.*s' may contain only letters, digits, '_', '-' and '.'",
+                     source, (int)len, name);
+    memcpy(my_name, name, len);
+    my_name[len] = 0;
+}
+
+/* "a:0-3,8;b:4-7" -> the name of the cluster listing `rank`. */
+static void name_from_rank_list(const char *spec, int rank)
+{
+    const char *p = spec;
+    while (*p) {
+        const char *colon = strchr(p, ':');
+        const char *end = strchr(p, ';');
+        if (!end)
+            end = p + strlen(p);
+        if (!colon || colon > end)
+            wm_fatal("%s=%s: expected NAME:RANKS[;NAME:RANKS...], e.g. a:0-3;b:4-7",
+                     WM_ENV_RANK_CLUSTERS, spec);
+        const char *r = colon + 1;
+        while (r < end) {
+            char *stop;
+            long lo = strtol(r, &stop, 10), hi = lo;
+            if (stop == r || lo < 0)
+                wm_fatal("%s=%s: '%.*s' is not a rank or range of ranks", WM_ENV_RANK_CLUSTERS, spec,
+                         (int)(end - r), r);
+            if (*stop == '-') {
+                const char *h = stop + 1;
+                hi = strtol(h, &stop, 10);
+                if (stop == h || hi < lo)
+                    wm_fatal("%s=%s: bad range in '%.*s'", WM_ENV_RANK_CLUSTERS, spec,
+                             (int)(end - r), r);
+            }
+            if (stop < end && *stop != ',')
+                wm_fatal("%s=%s: unexpected '%c'", WM_ENV_RANK_CLUSTERS, spec, *stop);
+            if (rank >= lo && rank <= hi) {
+                set_name(WM_ENV_RANK_CLUSTERS, p, (size_t)(colon - p));
+                return;
+            }
+            r = stop < end ? stop + 1 : end;
+        }
+        p = *end ? end + 1 : end;
+    }
+    wm_fatal("%s=%s: MPI_COMM_WORLD rank %d is in none of the clusters", WM_ENV_RANK_CLUSTERS,
+             spec, rank);
+}
+
+struct cidr { uint32_t net, mask; };
+
+static struct cidr parse_cidr(const char *spec, const char *s, size_t len)
+{
+    char text[64];
+    if (len >= sizeof text)
+        wm_fatal("%s=%s: '%.*s' is not an IPv4 network", WM_ENV_CLUSTER_MAP, spec, (int)len, s);
+    memcpy(text, s, len);
+    text[len] = 0;
+    char *slash = strchr(text, '/');
+    long bits = 32;
+    if (slash) {
+        char *stop;
+        *slash = 0;
+        bits = strtol(slash + 1, &stop, 10);
+        if (stop == slash + 1 || *stop || bits < 0 || bits > 32)
+            wm_fatal("%s=%s: '%.*s' has a bad prefix length", WM_ENV_CLUSTER_MAP, spec, (int)len, s);
+    }
+    struct in_addr a;
+    if (inet_pton(AF_INET, text, &a) != 1)
+        wm_fatal("%s=%s: '%.*s' is not an IPv4 network", WM_ENV_CLUSTER_MAP, spec, (int)len, s);
+    uint32_t mask = bits == 0 ? 0 : htonl(~0u << (32 - bits));
+    return (struct cidr){ a.s_addr & mask, mask };
+}
+
+/* "a=198.18.0.0/24;b=198.18.1.0/24,10.1.0.0/16" -> the cluster whose networks
+ * contain an address of this host. */
+static void name_from_address_map(const char *spec)
+{
+    struct ifaddrs *ifs;
+    if (getifaddrs(&ifs) != 0)
+        wm_fatal("%s is set but getifaddrs() failed: cannot tell this host's cluster",
+                 WM_ENV_CLUSTER_MAP);
+    const char *found = NULL;
+    size_t found_len = 0;
+    char found_addr[INET_ADDRSTRLEN] = "";
+    const char *p = spec;
+    while (*p) {
+        const char *eq = strchr(p, '=');
+        const char *end = strchr(p, ';');
+        if (!end)
+            end = p + strlen(p);
+        if (!eq || eq > end)
+            wm_fatal("%s=%s: expected NAME=NETWORK[,NETWORK][;NAME=...]", WM_ENV_CLUSTER_MAP, spec);
+        const char *n = eq + 1;
+        while (n < end) {
+            const char *comma = memchr(n, ',', (size_t)(end - n));
+            const char *stop = comma ? comma : end;
+            struct cidr c = parse_cidr(spec, n, (size_t)(stop - n));
+            for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+                if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+                    continue;
+                uint32_t addr = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+                if ((addr & c.mask) != c.net)
+                    continue;
+                if (found && ((size_t)(eq - p) != found_len || memcmp(found, p, found_len)))
+                    wm_fatal("%s=%s: this host has addresses in two clusters ('%.*s' and '%.*s')",
+                             WM_ENV_CLUSTER_MAP, spec, (int)found_len, found, (int)(eq - p), p);
+                found = p;
+                found_len = (size_t)(eq - p);
+                inet_ntop(AF_INET, &addr, found_addr, sizeof found_addr);
+            }
+            n = stop < end ? stop + 1 : end;
+        }
+        p = *end ? end + 1 : end;
+    }
+    if (!found) {
+        char list[512] = "";
+        size_t used = 0;
+        for (struct ifaddrs *i = ifs; i && used + INET_ADDRSTRLEN + 2 < sizeof list; i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+                continue;
+            char a[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof a);
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", a);
+        }
+        freeifaddrs(ifs);
+        wm_fatal("%s=%s: none of this host's addresses (%s) is in a cluster's network",
+                 WM_ENV_CLUSTER_MAP, spec, list);
+    }
+    set_name(WM_ENV_CLUSTER_MAP, found, found_len);
+    freeifaddrs(ifs);
+    wm_debug(1, "cluster '%s' (address %s)", my_name, found_addr);
+}
+
+static const char *process_cluster(void)
+{
+    if (my_name_known)
+        return my_name;
+    const struct wm_settings *s = wm_settings();
+    if (s->cluster) {
+        set_name(WM_ENV_CLUSTER, s->cluster, strlen(s->cluster));
+    } else if (s->rank_clusters) {
+        int rank;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        name_from_rank_list(s->rank_clusters, rank);
+    } else if (s->cluster_map) {
+        name_from_address_map(s->cluster_map);
+    } else {
+        my_name[0] = 0;     /* no map: one cluster */
+    }
+    my_name_known = 1;
+    return my_name;
+}
+
+/* ---- the job-wide table of cluster names (statistics) ---------------------- */
+
+static char (*global_names)[WM_CLUSTER_NAME_MAX];
+static int global_count, global_cap;
+
+static int global_index(const char *name)
+{
+    for (int i = 0; i < global_count; i++)
+        if (!strcmp(global_names[i], name))
+            return i;
+    if (global_count == global_cap) {
+        int cap = global_cap ? 2 * global_cap : 8;
+        void *grown = realloc(global_names, (size_t)cap * sizeof *global_names);
+        if (!grown)
+            wm_fatal("out of memory (cluster table)");
+        global_names = grown;
+        global_cap = cap;
+    }
+    snprintf(global_names[global_count], WM_CLUSTER_NAME_MAX, "%s", name);
+    return global_count++;
+}
+
+const char *wm_cluster_name(int g) { return g >= 0 && g < global_count ? global_names[g] : "?"; }
+int wm_cluster_count(void) { return global_count; }
+
+/* ---- the per-communicator cache -------------------------------------------- */
+
+static int keyval = MPI_KEYVAL_INVALID;
+static struct wm_comm *live;        /* entries attached to a user communicator */
+static struct wm_comm *released;    /* detached by MPI_Comm_free, sub-communicators not yet freed */
+
+static void destroy(struct wm_comm *wc)
+{
+    if (wc->leaders != MPI_COMM_NULL)
+        PMPI_Comm_free(&wc->leaders);
+    if (wc->local != MPI_COMM_NULL)
+        PMPI_Comm_free(&wc->local);
+    if (wc->shadow != MPI_COMM_NULL)
+        PMPI_Comm_free(&wc->shadow);
+    free(wc->cluster_of);
+    free(wc->index_of);
+    free(wc->cluster_size);
+    if (wc->members)
+        free(wc->members[0]);
+    free(wc->members);
+    free(wc->cluster_global);
+    free(wc);
+}
+
+/* Called by MPI when the user frees (or MPI finalizes) a communicator. Freeing
+ * communicators from inside an attribute callback can deadlock some MPIs, so
+ * the entry is only moved to `released` and destroyed at our next call. */
+static int on_comm_delete(MPI_Comm comm, int key, void *value, void *extra)
+{
+    (void)comm; (void)key; (void)extra;
+    struct wm_comm *wc = value;
+    pthread_mutex_lock(&lock);
+    for (struct wm_comm **p = &live; *p; p = &(*p)->next)
+        if (*p == wc) {
+            *p = wc->next;
+            break;
+        }
+    wc->next = released;
+    released = wc;
+    pthread_mutex_unlock(&lock);
+    return MPI_SUCCESS;
+}
+
+static void destroy_released(void)
+{
+    pthread_mutex_lock(&lock);
+    struct wm_comm *list = released;
+    released = NULL;
+    pthread_mutex_unlock(&lock);
+    while (list) {
+        struct wm_comm *next = list->next;
+        destroy(list);
+        list = next;
+    }
+}
+
+int wm_lanes(const struct wm_comm *wc, int c)
+{
+    return wc->lanes < wc->cluster_size[c] ? wc->lanes : wc->cluster_size[c];
+}
+
+static int default_lanes(void)
+{
+    const struct wm_settings *s = wm_settings();
+    if (s->lanes > 0)
+        return s->lanes;
+    if (s->wan_rate > 0 && s->nic_rate > 0) {
+        double k = s->wan_rate / s->nic_rate;
+        int lanes = (int)k;
+        if (lanes < k)
+            lanes++;
+        return lanes < 1 ? 1 : lanes;
+    }
+    return WM_DEFAULT_LANES;
+}
+
+static void *checked_calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        wm_fatal("out of memory (%zu bytes for a communicator's cluster map)", n * size);
+    return p;
+}
+
+static int build(MPI_Comm comm, struct wm_comm *wc)
+{
+    int rc, inter;
+    wc->user = comm;
+    wc->shadow = wc->local = wc->leaders = MPI_COMM_NULL;
+    if ((rc = PMPI_Comm_test_inter(comm, &inter)) != MPI_SUCCESS)
+        return rc;
+    PMPI_Comm_size(comm, &wc->size);
+    PMPI_Comm_rank(comm, &wc->rank);
+    if (inter || wc->size == 1) {
+        wc->flat = 1;
+        return MPI_SUCCESS;
+    }
+    char (*names)[WM_CLUSTER_NAME_MAX] = checked_calloc((size_t)wc->size, sizeof *names);
+    char mine[WM_CLUSTER_NAME_MAX] = { 0 };
+    snprintf(mine, sizeof mine, "%s", process_cluster());
+    rc = PMPI_Allgather(mine, WM_CLUSTER_NAME_MAX, MPI_CHAR, names, WM_CLUSTER_NAME_MAX, MPI_CHAR, comm);
+    if (rc != MPI_SUCCESS) {
+        free(names);
+        return rc;
+    }
+    wc->cluster_of = checked_calloc((size_t)wc->size, sizeof(int));
+    wc->index_of = checked_calloc((size_t)wc->size, sizeof(int));
+    wc->cluster_size = checked_calloc((size_t)wc->size, sizeof(int));
+    int *first = checked_calloc((size_t)wc->size, sizeof(int));    /* lowest rank of each cluster */
+    wc->nclusters = 0;
+    for (int r = 0; r < wc->size; r++) {
+        int c = 0;
+        while (c < wc->nclusters && strcmp(names[first[c]], names[r]))
+            c++;
+        if (c == wc->nclusters)
+            first[wc->nclusters++] = r;
+        wc->cluster_of[r] = c;
+        wc->index_of[r] = wc->cluster_size[c]++;
+    }
+    if (wc->nclusters == 1) {
+        wc->flat = 1;
+        free(first);
+        free(names);
+        return MPI_SUCCESS;
+    }
+    wc->members = checked_calloc((size_t)wc->nclusters, sizeof(int *));
+    wc->members[0] = checked_calloc((size_t)wc->size, sizeof(int));
+    for (int c = 1; c < wc->nclusters; c++)
+        wc->members[c] = wc->members[c - 1] + wc->cluster_size[c - 1];
+    for (int r = 0; r < wc->size; r++)
+        wc->members[wc->cluster_of[r]][wc->index_of[r]] = r;
+    wc->cluster_global = checked_calloc((size_t)wc->nclusters, sizeof(int));
+    pthread_mutex_lock(&lock);
+    for (int c = 0; c < wc->nclusters; c++)
+        wc->cluster_global[c] = global_index(names[first[c]]);
+    pthread_mutex_unlock(&lock);
+    free(first);
+    free(names);
+    wc->my_cluster = wc->cluster_of[wc->rank];
+    wc->my_index = wc->index_of[wc->rank];
+    wc->lanes = default_lanes();
+    if ((rc = PMPI_Comm_dup(comm, &wc->shadow)) != MPI_SUCCESS)
+        return rc;
+    if ((rc = PMPI_Comm_split(wc->shadow, wc->my_cluster, wc->rank, &wc->local)) != MPI_SUCCESS)
+        return rc;
+    rc = PMPI_Comm_split(wc->shadow, wc->my_index == 0 ? 0 : MPI_UNDEFINED, wc->my_cluster,
+                         &wc->leaders);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int *ub, flag;
+    PMPI_Comm_get_attr(wc->shadow, MPI_TAG_UB, &ub, &flag);
+    wc->tag_ub = flag ? *ub : 32767;
+    if (WM_DEBUG_ON(1)) {
+        char text[256];
+        size_t used = 0;
+        for (int c = 0; c < wc->nclusters && used < sizeof text - 32; c++)
+            used += (size_t)snprintf(text + used, sizeof text - used, " %s:%d",
+                                     wm_cluster_name(wc->cluster_global[c]), wc->cluster_size[c]);
+        wm_debug(1, "communicator of %d ranks spans %d clusters:%s; lanes %d", wc->size,
+                 wc->nclusters, text, wc->lanes);
+    }
+    return MPI_SUCCESS;
+}
+
+int wm_comm_get(MPI_Comm comm, struct wm_comm **out)
+{
+    int rc, flag;
+    destroy_released();
+    if (keyval == MPI_KEYVAL_INVALID) {
+        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &keyval, NULL);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    struct wm_comm *wc;
+    if ((rc = PMPI_Comm_get_attr(comm, keyval, &wc, &flag)) != MPI_SUCCESS)
+        return rc;
+    if (flag) {
+        *out = wc;
+        return MPI_SUCCESS;
+    }
+    wc = checked_calloc(1, sizeof *wc);
+    if ((rc = build(comm, wc)) != MPI_SUCCESS) {
+        destroy(wc);
+        return rc;
+    }
+    if ((rc = PMPI_Comm_set_attr(comm, keyval, wc)) != MPI_SUCCESS) {
+        destroy(wc);
+        return rc;
+    }
+    pthread_mutex_lock(&lock);
+    wc->next = live;
+    live = wc;
+    pthread_mutex_unlock(&lock);
+    *out = wc;
+    return MPI_SUCCESS;
+}
+
+void wm_comm_release_all(void)
+{
+    if (keyval == MPI_KEYVAL_INVALID)
+        return;
+    /* Deleting the attribute runs on_comm_delete, which moves the entry to `released`. */
+    while (live) {
+        struct wm_comm *wc = live;
+        if (PMPI_Comm_delete_attr(wc->user, keyval) != MPI_SUCCESS || live == wc) {
+            live = wc->next;        /* the MPI did not call back: detach it ourselves */
+            wc->next = released;
+            released = wc;
+        }
+    }
+    destroy_released();
+    PMPI_Comm_free_keyval(&keyval);
+}

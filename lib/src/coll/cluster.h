@@ -1,0 +1,49 @@
+/* Which cluster each rank of a communicator is in, and the communicators that
+ * the algorithms use, built once per user communicator at its first
+ * collective and cached on it as an attribute.
+ *
+ * All of libwanmpi's own traffic goes over `shadow` (a duplicate of the user's
+ * communicator) and the sub-communicators split from it, never over the
+ * user's communicator: a user's MPI_ANY_TAG receive can never see our
+ * messages, and ours never see the user's. */
+#ifndef WANMPI_CLUSTER_H
+#define WANMPI_CLUSTER_H
+
+#include <mpi.h>
+
+#define WM_CLUSTER_NAME_MAX 64
+
+struct wm_comm {
+    MPI_Comm user;             /* the communicator this is cached on */
+    int flat;                  /* 1: one cluster, or an intercommunicator: use PMPI */
+    MPI_Comm shadow;           /* duplicate of `user`: our point-to-point traffic */
+    MPI_Comm local;            /* the ranks of my cluster, in `user` rank order */
+    MPI_Comm leaders;          /* local index 0 of every cluster, cluster order; else NULL */
+    int size, rank;
+    int nclusters;             /* clusters numbered in order of their lowest rank */
+    int my_cluster, my_index;
+    int *cluster_of;           /* [size] cluster of each rank */
+    int *index_of;             /* [size] position of each rank inside its cluster */
+    int *cluster_size;         /* [nclusters] */
+    int **members;             /* [nclusters][cluster_size] ranks of each cluster, ascending */
+    int *cluster_global;       /* [nclusters] index in the job-wide cluster table (statistics) */
+    int lanes;                 /* k: WAN senders per cluster (clamp to a cluster's size) */
+    int tag_ub;
+    struct wm_comm *next;      /* list of live entries (freed at MPI_Finalize) */
+};
+
+/* The cached entry of `comm`, built on first use: collective over `comm`, so
+ * only call it where every rank of `comm` calls it (inside a collective). */
+int wm_comm_get(MPI_Comm comm, struct wm_comm **out);
+
+/* Lanes of cluster c: min(k, size of c). */
+int wm_lanes(const struct wm_comm *wc, int c);
+
+/* Name of cluster `g` of the job-wide table (from wm_comm.cluster_global). */
+const char *wm_cluster_name(int g);
+int wm_cluster_count(void);
+
+/* Frees every cached entry; called before PMPI_Finalize. */
+void wm_comm_release_all(void);
+
+#endif

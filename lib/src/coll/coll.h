@@ -1,0 +1,64 @@
+/* The WAN-aware algorithms (one file per collective) and what they share.
+ * Each takes the communicator's cached cluster map; api.c decides which one
+ * runs, or whether the call goes to the MPI library (PMPI) instead.
+ *
+ * Notation, as in ../shared/design/collectives.md: C clusters, cluster X has
+ * n_X ranks, k lanes = ranks per cluster that send across the WAN. */
+#ifndef WANMPI_COLL_H
+#define WANMPI_COLL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster.h"
+
+/* ---- algorithms ---- */
+int wm_bcast_multilane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root);
+int wm_bcast_singlelane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root);
+
+enum wm_reduce_mode {
+    WM_TO_ALL,          /* MPI_Allreduce */
+    WM_TO_ROOT,         /* MPI_Reduce */
+    WM_SCATTER_BLOCKS,  /* MPI_Reduce_scatter_block: `count` elements per rank */
+};
+/* Commutative operations only (the caller checks). */
+int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
+                        MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
+int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
+                         MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
+
+int wm_allgather_multilane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
+                           MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype);
+int wm_allgather_singlelane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
+                            MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype);
+
+int wm_barrier(const struct wm_comm *wc);
+
+/* ---- shared pieces ---- */
+
+/* Where `count` elements of `type` live in memory. */
+struct wm_layout {
+    int size;                   /* bytes of data per element (MPI_Type_size) */
+    MPI_Aint extent, true_lb, true_extent;
+    int contiguous;             /* the elements are size*count bytes at buf + true_lb */
+};
+int wm_layout(MPI_Datatype type, int count, struct wm_layout *out);
+
+/* Room for `count` elements laid out like `type`; `*base` is what to free. */
+void *wm_alloc_elements(const struct wm_layout *l, int64_t count, void **base);
+/* Copies `count` elements (any datatype) from src to dst. */
+int wm_copy_elements(void *dst, const void *src, int count, MPI_Datatype type, const struct wm_layout *l);
+
+/* Lane j of cluster c (0 <= j < wm_lanes): spread over the cluster's ranks. */
+int wm_lane_rank(const struct wm_comm *wc, int c, int j);
+
+/* Number of pieces for `total` units cut into chunks of about `chunk` units,
+ * capped so piece numbers fit in tags; sets *per_piece. */
+int64_t wm_pieces(const struct wm_comm *wc, int64_t total, int64_t chunk, int64_t groups,
+                  int64_t *per_piece);
+
+/* Bytes in one pipeline chunk (WANMPI_CHUNK). */
+size_t wm_chunk_bytes(void);
+
+#endif

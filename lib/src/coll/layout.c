@@ -1,0 +1,72 @@
+/* Datatype layout, temporary buffers and the lane / piece arithmetic shared by
+ * the algorithms. */
+#include "coll.h"
+#include "../common/log.h"
+#include "../common/settings.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int wm_layout(MPI_Datatype type, int count, struct wm_layout *l)
+{
+    int rc;
+    MPI_Aint lb;
+    if ((rc = PMPI_Type_size(type, &l->size)) != MPI_SUCCESS)
+        return rc;
+    if ((rc = PMPI_Type_get_extent(type, &lb, &l->extent)) != MPI_SUCCESS)
+        return rc;
+    if ((rc = PMPI_Type_get_true_extent(type, &l->true_lb, &l->true_extent)) != MPI_SUCCESS)
+        return rc;
+    l->contiguous = l->true_extent == l->size && (count <= 1 || l->extent == l->size);
+    return MPI_SUCCESS;
+}
+
+void *wm_alloc_elements(const struct wm_layout *l, int64_t count, void **base)
+{
+    size_t bytes = count > 0 ? (size_t)l->true_extent + (size_t)(count - 1) * (size_t)l->extent : 1;
+    *base = malloc(bytes ? bytes : 1);
+    if (!*base)
+        wm_fatal("out of memory: %zu bytes for a collective's temporary buffer", bytes);
+    return (char *)*base - l->true_lb;
+}
+
+int wm_copy_elements(void *dst, const void *src, int count, MPI_Datatype type, const struct wm_layout *l)
+{
+    if (count <= 0 || dst == src)
+        return MPI_SUCCESS;
+    if (l->contiguous) {
+        memcpy((char *)dst + l->true_lb, (const char *)src + l->true_lb, (size_t)count * (size_t)l->size);
+        return MPI_SUCCESS;
+    }
+    return PMPI_Sendrecv(src, count, type, 0, 0, dst, count, type, 0, 0, MPI_COMM_SELF,
+                         MPI_STATUS_IGNORE);
+}
+
+int wm_lane_rank(const struct wm_comm *wc, int c, int j)
+{
+    int lanes = wm_lanes(wc, c);
+    return wc->members[c][(int)((int64_t)j * wc->cluster_size[c] / lanes)];
+}
+
+size_t wm_chunk_bytes(void)
+{
+    return wm_settings()->chunk;
+}
+
+int64_t wm_pieces(const struct wm_comm *wc, int64_t total, int64_t chunk, int64_t groups,
+                  int64_t *per_piece)
+{
+    if (chunk < 1)
+        chunk = 1;
+    /* groups * pieces-per-group must stay below the tag bound and a size that
+     * keeps the bookkeeping small */
+    int64_t limit = wc->tag_ub < (1 << 20) ? wc->tag_ub : (1 << 20);
+    int64_t per_group_max = limit / (groups > 0 ? groups : 1);
+    if (per_group_max < 1)
+        per_group_max = 1;
+    int64_t pieces = (total + chunk - 1) / chunk;
+    if (pieces > per_group_max)
+        chunk = (total + per_group_max - 1) / per_group_max;
+    *per_piece = chunk;
+    return total > 0 ? (total + chunk - 1) / chunk : 0;
+}

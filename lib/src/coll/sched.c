@@ -1,0 +1,125 @@
+#include "sched.h"
+#include "stats.h"
+#include "../common/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void wm_sched_init(struct wm_sched *s, const struct wm_comm *wc)
+{
+    memset(s, 0, sizeof *s);
+    s->wc = wc;
+    s->comm = wc->shadow;
+    s->err = MPI_SUCCESS;
+}
+
+static int grow(struct wm_sched *s)
+{
+    if (s->n < s->cap)
+        return 1;
+    int cap = s->cap ? 2 * s->cap : 64;
+    MPI_Request *req = realloc(s->req, (size_t)cap * sizeof *req);
+    if (req)
+        s->req = req;
+    struct wm_pending *pending = realloc(s->pending, (size_t)cap * sizeof *pending);
+    if (pending)
+        s->pending = pending;
+    int *done = realloc(s->done, (size_t)cap * sizeof *done);
+    if (done)
+        s->done = done;
+    if (!req || !pending || !done) {
+        s->err = MPI_ERR_NO_MEM;
+        return 0;
+    }
+    s->cap = cap;
+    return 1;
+}
+
+static int add(struct wm_sched *s, int rc, wm_handler fn, void *arg, long item)
+{
+    if (rc != MPI_SUCCESS) {
+        s->err = rc;
+        return rc;
+    }
+    s->pending[s->n] = (struct wm_pending){ fn, arg, item };
+    s->n++;
+    s->active++;
+    return MPI_SUCCESS;
+}
+
+int wm_sched_send(struct wm_sched *s, const void *buf, int count, MPI_Datatype type, int dest,
+                  int tag, wm_handler fn, void *arg, long item)
+{
+    if (s->err != MPI_SUCCESS || !grow(s))
+        return s->err;
+    if (WM_DEBUG_ON(2))
+        wm_debug(2, "send tag %d count %d to %d", tag, count, dest);
+    wm_stats_sent(s->wc, dest, count, type);
+    return add(s, PMPI_Isend(buf, count, type, dest, tag, s->comm, &s->req[s->n]), fn, arg, item);
+}
+
+int wm_sched_recv(struct wm_sched *s, void *buf, int count, MPI_Datatype type, int source,
+                  int tag, wm_handler fn, void *arg, long item)
+{
+    if (s->err != MPI_SUCCESS || !grow(s))
+        return s->err;
+    if (WM_DEBUG_ON(2))
+        wm_debug(2, "recv tag %d count %d from %d", tag, count, source);
+    return add(s, PMPI_Irecv(buf, count, type, source, tag, s->comm, &s->req[s->n]), fn, arg, item);
+}
+
+/* Drops completed entries once they are the majority, so MPI_Waitsome does
+ * not scan a long tail of finished requests. */
+static void compact(struct wm_sched *s)
+{
+    if (s->active * 2 > s->n || s->n < 64)
+        return;
+    int j = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->req[i] != MPI_REQUEST_NULL) {
+            s->req[j] = s->req[i];
+            s->pending[j] = s->pending[i];
+            j++;
+        }
+    s->n = j;
+}
+
+int wm_sched_run(struct wm_sched *s)
+{
+    while (s->active > 0) {
+        int outcount, rc;
+        rc = PMPI_Waitsome(s->n, s->req, &outcount, s->done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            if (s->err == MPI_SUCCESS)
+                s->err = rc;
+            break;
+        }
+        if (outcount == MPI_UNDEFINED)
+            break;
+        s->active -= outcount;
+        /* Handlers may post (and so move the arrays): copy what they need first. */
+        struct wm_pending local[64];
+        for (int first = 0; first < outcount; first += 64) {
+            int m = outcount - first < 64 ? outcount - first : 64;
+            for (int i = 0; i < m; i++)
+                local[i] = s->pending[s->done[first + i]];
+            for (int i = 0; i < m; i++)
+                if (local[i].fn && s->err == MPI_SUCCESS) {
+                    rc = local[i].fn(s, local[i].arg, local[i].item);
+                    if (rc != MPI_SUCCESS && s->err == MPI_SUCCESS)
+                        s->err = rc;
+                }
+        }
+        if (s->err != MPI_SUCCESS)
+            break;
+        compact(s);
+    }
+    int err = s->err;
+    free(s->req);
+    free(s->pending);
+    free(s->done);
+    s->req = NULL;
+    s->pending = NULL;
+    s->done = NULL;
+    return err;
+}

@@ -1,0 +1,18 @@
+/* The collective entry points shared by the C and Fortran bindings. */
+#ifndef WANMPI_INTERNAL_H
+#define WANMPI_INTERNAL_H
+
+#include <mpi.h>
+
+int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+int wm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+int wm_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+              MPI_Comm comm);
+int wm_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type,
+                            MPI_Op op, MPI_Comm comm);
+int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm);
+int wm_barrier_call(MPI_Comm comm);
+int wm_finalize(void);
+
+#endif

@@ -1,0 +1,22 @@
+/* Diagnostics. Nothing is printed unless WANMPI_DEBUG asks for it, except a
+ * fatal configuration error, which ends the job with a message naming it. */
+#ifndef WANMPI_LOG_H
+#define WANMPI_LOG_H
+
+#include "settings.h"
+
+#if defined(__GNUC__)
+#define WM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define WM_PRINTF(a, b)
+#endif
+
+/* Prints "wanmpi: <message>" to stderr and aborts the MPI job. */
+void wm_fatal(const char *fmt, ...) WM_PRINTF(1, 2) __attribute__((noreturn));
+
+/* Prints "wanmpi[rank]: <message>" to stderr when WANMPI_DEBUG >= level. */
+void wm_debug(int level, const char *fmt, ...) WM_PRINTF(2, 3);
+
+#define WM_DEBUG_ON(level) (wm_settings()->debug >= (level))
+
+#endif

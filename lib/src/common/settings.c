@@ -1,0 +1,85 @@
+#include "settings.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *coll_names[WM_NCOLL] = {
+    "bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block",
+    "barrier", "gather", "scatter",
+};
+
+const char *wm_coll_name(enum wm_coll c) { return coll_names[c]; }
+
+const char *wm_alg_name(enum wm_alg a)
+{
+    return a == WM_ALG_MULTILANE ? "multilane" : a == WM_ALG_SINGLELANE ? "singlelane" : "mpi";
+}
+
+static const char *nonempty(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* A non-negative integer within [min, max], or a fatal error naming the variable. */
+static long long env_integer(const char *name, long long dflt, long long min, long long max)
+{
+    const char *v = nonempty(name);
+    if (!v)
+        return dflt;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    while (*end && isspace((unsigned char)*end))
+        end++;
+    if (errno || end == v || *end || x < min || x > max)
+        wm_fatal("%s=%s: expected an integer from %lld to %lld", name, v, min, max);
+    return x;
+}
+
+static enum wm_alg env_alg(enum wm_coll c)
+{
+    char name[64] = WM_ENV_ALG_PREFIX;
+    size_t n = strlen(name);
+    for (const char *s = coll_names[c]; *s && n + 1 < sizeof name; s++)
+        name[n++] = (char)toupper((unsigned char)*s);
+    name[n] = 0;
+    const char *v = nonempty(name);
+    if (!v || !strcasecmp(v, "multilane"))
+        return WM_ALG_MULTILANE;
+    if (!strcasecmp(v, "singlelane"))
+        return WM_ALG_SINGLELANE;
+    if (!strcasecmp(v, "mpi"))
+        return WM_ALG_MPI;
+    wm_fatal("%s=%s: expected multilane, singlelane or mpi", name, v);
+}
+
+static struct wm_settings settings;
+static int parsed;
+
+const struct wm_settings *wm_settings(void)
+{
+    if (parsed)
+        return &settings;
+    parsed = 1;     /* before parsing: wm_fatal -> wm_debug -> wm_settings must not recurse */
+    settings.debug = 0;
+    settings.debug = (int)env_integer(WM_ENV_DEBUG, 0, 0, 3);
+    settings.cluster = nonempty(WM_ENV_CLUSTER);
+    settings.rank_clusters = nonempty(WM_ENV_RANK_CLUSTERS);
+    settings.cluster_map = nonempty(WM_ENV_CLUSTER_MAP);
+    settings.wan_rate = (double)env_integer(WM_ENV_WAN_RATE, 0, 1, LLONG_MAX);
+    settings.nic_rate = (double)env_integer(WM_ENV_NIC_RATE, 0, 1, LLONG_MAX);
+    settings.lanes = (int)env_integer(WM_ENV_LANES, 0, 1, 1 << 20);
+    settings.chunk = (size_t)env_integer(WM_ENV_CHUNK, WM_DEFAULT_CHUNK, 1024, 1LL << 30);
+    settings.small = (size_t)env_integer(WM_ENV_SMALL, WM_DEFAULT_SMALL, 0, 1LL << 40);
+    for (int c = 0; c < WM_NCOLL; c++)
+        settings.alg[c] = env_alg((enum wm_coll)c);
+    settings.disabled = (int)env_integer(WM_ENV_DISABLE, 0, 0, 1);
+    settings.stats = nonempty(WM_ENV_STATS);
+    return &settings;
+}

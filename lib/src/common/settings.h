@@ -1,0 +1,75 @@
+/* Every environment variable libwanmpi reads, with its default and meaning.
+ * This header is the one home of these names; docs/libwanmpi.md lists them for
+ * users, and `wanmpi run` sets the topology-derived ones for every rank.
+ *
+ * The settings must be identical on every rank of a job (the launcher exports
+ * them to all ranks): algorithm choices are made locally on each rank and
+ * ranks that chose differently would wait for each other forever. */
+#ifndef WANMPI_SETTINGS_H
+#define WANMPI_SETTINGS_H
+
+#include <stddef.h>
+
+/* Where this process is. Checked in this order; the first one set decides. */
+#define WM_ENV_CLUSTER        "WANMPI_CLUSTER"        /* this process's cluster name */
+#define WM_ENV_RANK_CLUSTERS  "WANMPI_RANK_CLUSTERS"  /* "a:0-3,8;b:4-7": by MPI_COMM_WORLD rank */
+#define WM_ENV_CLUSTER_MAP    "WANMPI_CLUSTER_MAP"    /* "a=198.18.0.0/24;b=198.18.1.0/24,10.1.0.0/16":
+                                                         matched against this host's addresses */
+/* Without any of them every process is in one cluster and every call goes
+ * straight to the MPI library. */
+
+/* Rates of the topology, bits/s (integers). They only feed the default number
+ * of lanes, k = min(n_c, ceil(WAN / NIC)). */
+#define WM_ENV_WAN_RATE       "WANMPI_WAN_RATE"
+#define WM_ENV_NIC_RATE       "WANMPI_NIC_RATE"
+
+#define WM_ENV_LANES          "WANMPI_LANES"          /* k: ranks per cluster that send across
+                                                         the WAN at the same time (>= 1) */
+#define WM_DEFAULT_LANES      2                       /* when neither LANES nor the rates are set */
+#define WM_ENV_CHUNK          "WANMPI_CHUNK"          /* pipeline chunk, bytes (>= 1024) */
+#define WM_DEFAULT_CHUNK      32768                   /* under the 64 KB eager limit of Open MPI's
+                                                         TCP transport: no handshake per chunk */
+#define WM_ENV_SMALL          "WANMPI_SMALL"          /* messages up to this many bytes take the
+                                                         latency-optimal (single-lane) path */
+#define WM_DEFAULT_SMALL      8192
+
+/* Algorithm per collective: "multilane" (default), "singlelane" (the grid-MPI
+ * baseline: one node per cluster on the WAN) or "mpi" (the MPI library's own). */
+#define WM_ENV_ALG_PREFIX     "WANMPI_"               /* + BCAST, ALLREDUCE, REDUCE, ALLGATHER,
+                                                         REDUCE_SCATTER_BLOCK, BARRIER, GATHER, SCATTER */
+#define WM_ENV_DISABLE        "WANMPI_DISABLE"        /* 1: every collective goes to the MPI library */
+
+/* Output. The library prints nothing unless asked. */
+#define WM_ENV_STATS          "WANMPI_STATS"          /* per-rank statistics at MPI_Finalize: a file
+                                                         name (%r = world rank, %p = pid, %h = host)
+                                                         or "stderr" */
+#define WM_ENV_DEBUG          "WANMPI_DEBUG"          /* 1: decisions, 2: every message; to stderr */
+
+enum wm_coll {
+    WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER, WM_REDUCE_SCATTER_BLOCK,
+    WM_BARRIER, WM_GATHER, WM_SCATTER, WM_NCOLL
+};
+
+enum wm_alg { WM_ALG_MULTILANE, WM_ALG_SINGLELANE, WM_ALG_MPI };
+
+struct wm_settings {
+    const char *cluster;        /* from WANMPI_CLUSTER, or NULL */
+    const char *rank_clusters;
+    const char *cluster_map;
+    double wan_rate, nic_rate;  /* bits/s, 0 if unknown */
+    int lanes;                  /* 0: derive from the rates */
+    size_t chunk, small;
+    enum wm_alg alg[WM_NCOLL];
+    int disabled;
+    const char *stats;
+    int debug;
+};
+
+/* Parsed once, at the first call that needs them. A malformed value is
+ * reported (naming the variable and the value) and the job is aborted: a
+ * silently ignored setting would make a benchmark measure the wrong thing. */
+const struct wm_settings *wm_settings(void);
+const char *wm_coll_name(enum wm_coll c);          /* "bcast", "allreduce", ... */
+const char *wm_alg_name(enum wm_alg a);
+
+#endif

@@ -1,0 +1,151 @@
+/* Fortran bindings: programs using mpif.h, the mpi module or the mpi_f08
+ * module reach the same algorithms as C programs.
+ *
+ * Open MPI 4.1's Fortran library calls PMPI_Bcast & co directly, so wrapping
+ * the C MPI_* symbols does not see Fortran programs (measured). This file
+ * defines the Fortran symbols themselves (mpi_bcast_, its other manglings,
+ * and Open MPI's mpi_bcast_f08_); the preloaded library comes first in the
+ * symbol search order, so the program calls these.
+ *
+ * Handles are converted with MPI_*_f2c. MPI_IN_PLACE and MPI_BOTTOM are
+ * addresses of Fortran variables, one per MPI (and per Fortran binding):
+ * in_place() and bottom() find them through the dynamic linker. */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stddef.h>
+
+#include "../coll/wanmpi_internal.h"
+
+static void *in_place_addr[8], *bottom_addr[8];
+static int sentinels_known;
+
+static void add_symbol(void **list, const char *name, int is_pointer)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (p && is_pointer)
+        p = *(void **)p;                /* MPICH keeps the address in a C variable */
+    if (!p)
+        return;
+    for (int i = 0; i < 8; i++) {
+        if (list[i] == p)
+            return;
+        if (!list[i]) {
+            list[i] = p;
+            return;
+        }
+    }
+}
+
+static void find_sentinels(void)
+{
+    static const char *ompi_in_place[] = { "mpi_fortran_in_place", "mpi_fortran_in_place_",
+                                           "mpi_fortran_in_place__", "MPI_FORTRAN_IN_PLACE" };
+    static const char *ompi_bottom[] = { "mpi_fortran_bottom", "mpi_fortran_bottom_",
+                                         "mpi_fortran_bottom__", "MPI_FORTRAN_BOTTOM" };
+    for (int i = 0; i < 4; i++) {
+        add_symbol(in_place_addr, ompi_in_place[i], 0);
+        add_symbol(bottom_addr, ompi_bottom[i], 0);
+    }
+    add_symbol(in_place_addr, "MPIR_F_MPI_IN_PLACE", 1);
+    add_symbol(in_place_addr, "MPIR_F08_MPI_IN_PLACE", 1);
+    add_symbol(bottom_addr, "MPIR_F_MPI_BOTTOM", 1);
+    add_symbol(bottom_addr, "MPIR_F08_MPI_BOTTOM", 1);
+    sentinels_known = 1;
+}
+
+static int is_one_of(void **list, const void *p)
+{
+    if (!sentinels_known)
+        find_sentinels();
+    for (int i = 0; i < 8 && list[i]; i++)
+        if (list[i] == p)
+            return 1;
+    return 0;
+}
+
+static const void *send_buffer(const void *p)
+{
+    return is_one_of(in_place_addr, p) ? MPI_IN_PLACE : is_one_of(bottom_addr, p) ? MPI_BOTTOM : p;
+}
+
+static void *buffer(void *p)
+{
+    return is_one_of(bottom_addr, p) ? MPI_BOTTOM : p;
+}
+
+static void set(MPI_Fint *ierr, int rc)
+{
+    if (ierr)                           /* optional in mpi_f08 */
+        *ierr = (MPI_Fint)rc;
+}
+
+/* Every mangling gfortran, ifort and flang use, plus Open MPI's f08 name. */
+#define FORTRAN_NAMES(lower, upper, params, args)                                               \
+    void lower params { lower##_ args; }                                                         \
+    void lower##__ params { lower##_ args; }                                                     \
+    void upper params { lower##_ args; }                                                         \
+    void lower##_f08_ params { lower##_ args; }
+
+void mpi_bcast_(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_bcast(buffer(buf), *count, MPI_Type_f2c(*type), *root, MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_bcast, MPI_BCAST,
+              (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+              (buf, count, type, root, comm, ierr))
+
+void mpi_allreduce_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                    MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_allreduce(send_buffer(sendbuf), buffer(recvbuf), *count, MPI_Type_f2c(*type),
+                           MPI_Op_f2c(*op), MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_allreduce, MPI_ALLREDUCE,
+              (const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+               MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, recvbuf, count, type, op, comm, ierr))
+
+void mpi_reduce_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                 MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_reduce(send_buffer(sendbuf), buffer(recvbuf), *count, MPI_Type_f2c(*type),
+                        MPI_Op_f2c(*op), *root, MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_reduce, MPI_REDUCE,
+              (const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+               MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, recvbuf, count, type, op, root, comm, ierr))
+
+void mpi_reduce_scatter_block_(const void *sendbuf, void *recvbuf, MPI_Fint *recvcount, MPI_Fint *type,
+                               MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_reduce_scatter_block(send_buffer(sendbuf), buffer(recvbuf), *recvcount,
+                                      MPI_Type_f2c(*type), MPI_Op_f2c(*op), MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
+              (const void *sendbuf, void *recvbuf, MPI_Fint *recvcount, MPI_Fint *type, MPI_Fint *op,
+               MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, recvbuf, recvcount, type, op, comm, ierr))
+
+void mpi_allgather_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
+                    MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_allgather(send_buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), buffer(recvbuf),
+                           *recvcount, MPI_Type_f2c(*recvtype), MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_allgather, MPI_ALLGATHER,
+              (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
+               MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr))
+
+void mpi_barrier_(MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_barrier_call(MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_barrier, MPI_BARRIER, (MPI_Fint *comm, MPI_Fint *ierr), (comm, ierr))
+
+void mpi_finalize_(MPI_Fint *ierr)
+{
+    set(ierr, wm_finalize());
+}
+FORTRAN_NAMES(mpi_finalize, MPI_FINALIZE, (MPI_Fint *ierr), (ierr))
