@@ -13,16 +13,11 @@ packet on the WAN, plus 14 B of Ethernet on a NIC).
 from __future__ import annotations
 
 import json
-import re
-import statistics
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
 
-from . import emulator, net, shell, units
+from . import emulator, net, probe, units
 from .topo import Cluster, Topology, WanLink
 
-PORT = 5201
 MAX_FLOWS = 4
 TCP_IP_HEADERS = 52
 ETHERNET_HEADER = 14
@@ -48,41 +43,8 @@ class Measurement:
         return 100.0 * self.measured / self.bound
 
 
-def rtt_ms(src_ns: str, address: str, count: int = 20) -> float:
-    """Median RTT of `count` pings, after one that warms up neighbour tables."""
-    shell.run(net.in_netns(src_ns, ["ping", "-q", "-n", "-c", "1", "-W", "2", address]), check=False)
-    out = shell.output(net.in_netns(src_ns, ["ping", "-n", "-c", str(count), "-i", "0.05", address]),
-                       timeout=30, check=False)
-    times = sorted(float(t) for t in re.findall(r"time=([\d.]+) ms", out))
-    if not times:
-        raise net.TestbedError(f"ping {address} from {src_ns} got no answer: {out.strip()[-200:]}")
-    return statistics.median(times)
-
-
 def drop_counts() -> dict[tuple[str, str], int]:
     return {key: c["drop_queue"] + c["drop_loss"] for key, c in emulator.counters().items()}
-
-
-def tcp_flows(pairs: list[tuple[str, str, str]], seconds: float) -> float:
-    """Goodput in bits/s of flows (sender netns, receiver netns, receiver address) run at once."""
-    flow = [sys.executable, "-m", "wanmpi.flow"]
-    servers = [subprocess.Popen(net.in_netns(dst, [*flow, "serve", "--port", str(PORT)]),
-                                stdout=subprocess.PIPE, text=True) for _, dst, _ in pairs]
-    senders = []
-    try:
-        senders = [subprocess.Popen(net.in_netns(src, [*flow, "send", "--host", addr, "--port", str(PORT),
-                                                       "--seconds", str(seconds)]))
-                   for src, _, addr in pairs]
-        for s in senders:
-            s.wait(timeout=seconds + 30)
-        results = [json.loads(s.communicate(timeout=30)[0]) for s in servers]
-    finally:
-        for p in senders + servers:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    span = max(r["seconds"] for r in results)
-    return 8 * sum(r["bytes"] for r in results) / span if span > 0 else 0.0
 
 
 def measure_direction(topo: Topology, link: WanLink, src: Cluster, dst: Cluster,
@@ -90,7 +52,7 @@ def measure_direction(topo: Topology, link: WanLink, src: Cluster, dst: Cluster,
     key = (link.name, "a_to_b" if src.name == link.a else "b_to_a")
     s0, d0 = src.nodes[0], dst.nodes[0]
     rtt = 2 * link.delay_us / 1000
-    out = [Measurement(link.name, "RTT", f"{s0.name}->{d0.name}", rtt, rtt_ms(s0.netns, d0.address), "ms", rtt)]
+    out = [Measurement(link.name, "RTT", f"{s0.name}->{d0.name}", rtt, probe.rtt_ms(s0.netns, d0.address), "ms", rtt)]
     payload = topo.mtu - TCP_IP_HEADERS
     flows = min(MAX_FLOWS, len(src.nodes), len(dst.nodes))
     for n in sorted({1, flows}):
@@ -99,7 +61,7 @@ def measure_direction(topo: Topology, link: WanLink, src: Cluster, dst: Cluster,
         expected = min(link.rate_bps, nic)
         bound = min(link.rate_bps * payload / topo.mtu, nic * payload / (topo.mtu + ETHERNET_HEADER))
         before = drop_counts()[key]
-        goodput = tcp_flows(pairs, seconds)
+        goodput = probe.tcp_flows(pairs, seconds).bits_per_s
         drops = drop_counts()[key] - before
         label = f"{s0.name}->{d0.name}" if n == 1 else f"{src.name}->{dst.name}"
         out.append(Measurement(link.name, f"TCP {n} flow{'s' if n > 1 else ''}", label,

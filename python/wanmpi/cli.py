@@ -118,6 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     bnet.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput test")
     bnet.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bnet.set_defaults(handler=cmd_bench_net)
+    bem = bnsub.add_parser("emulator", help="measure the WAN emulator itself: RTT, TCP, loss, capacity, CPU")
+    topology_option(bem)
+    bem.add_argument("--quick", action="store_true", help="few and short measurements (for tests)")
+    bem.add_argument("--seconds", type=float, help="duration of each TCP test (default: 5, quick: 1)")
+    bem.add_argument("--parts", metavar="LIST", help="comma-separated subset of: rtt,tcp,loss,load,capacity")
+    bem.add_argument("--link", metavar="LINK", help="the WAN link to measure (default: the first)")
+    bem.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bem.set_defaults(handler=cmd_bench_emulator)
     return p
 
 
@@ -309,6 +317,12 @@ def cmd_demo(args) -> int:
 def cmd_bench_net(args) -> int:
     from . import bench_net
     return bench_net.run(topology_for(args), seconds=args.seconds, json_path=args.json)
+
+
+def cmd_bench_emulator(args) -> int:
+    from . import bench_emulator
+    return bench_emulator.run(topology_for(args), quick=args.quick, seconds=args.seconds, json_path=args.json,
+                              parts=args.parts, link_name=args.link)
 
 
 if __name__ == "__main__":

@@ -22,26 +22,35 @@ class EmulatorError(RuntimeError):
     """The emulator could not be started or refused a request; the message says why."""
 
 
-def config(topo: Topology) -> dict:
+def config(topo: Topology, mtus: dict[str, int] | None = None) -> dict:
     """wanem's config for the topology: one link per WAN link, a TUN device
-    `wan-<peer>` in each of the two routers, a distinct loss seed per direction."""
-    def direction(link: WanLink, seed: int) -> dict:
+    `wan-<peer>` in each of the two routers, a distinct loss seed per direction.
+    `mtus` gives some links another MTU than the topology's (`bench emulator`
+    measures MTU 9000 on a 1500 testbed)."""
+    def direction(link: WanLink, mtu: int, seed: int) -> dict:
         return {"rate_bps": link.rate_bps, "delay_us": link.delay_us,
-                "queue_bytes": link.queue_bytes, "loss": link.loss, "seed": seed, "up": True}
+                "queue_bytes": max(link.queue_bytes, mtu), "loss": link.loss, "seed": seed, "up": True}
+    mtus = mtus or {}
     return {"links": [
         {"name": link.name,
-         "a": {"netns": f"/run/netns/{topo.cluster(link.a).router_netns}", "dev": f"wan-{link.b}"},
-         "b": {"netns": f"/run/netns/{topo.cluster(link.b).router_netns}", "dev": f"wan-{link.a}"},
-         "mtu": topo.mtu,
-         "a_to_b": direction(link, 2 * i + 1), "b_to_a": direction(link, 2 * i + 2)}
+         "a": {"netns": f"/run/netns/{topo.cluster(link.a).router_netns}", "dev": tun_device(link.b)},
+         "b": {"netns": f"/run/netns/{topo.cluster(link.b).router_netns}", "dev": tun_device(link.a)},
+         "mtu": mtus.get(link.name, topo.mtu),
+         "a_to_b": direction(link, mtus.get(link.name, topo.mtu), 2 * i + 1),
+         "b_to_a": direction(link, mtus.get(link.name, topo.mtu), 2 * i + 2)}
         for i, link in enumerate(topo.links)]}
 
 
-def start(topo: Topology) -> subprocess.Popen:
+def tun_device(peer: str) -> str:
+    """The TUN device toward cluster `peer` in a router's namespace."""
+    return f"wan-{peer}"
+
+
+def start(topo: Topology, mtus: dict[str, int] | None = None) -> subprocess.Popen:
     """Start wanem on the topology's TUN devices and wait until it forwards."""
     if not paths.WANEM.is_file():
         raise EmulatorError(f"the WAN emulator {paths.WANEM} is not built (run `make build`)")
-    CONFIG.write_text(json.dumps(config(topo), indent=1))
+    CONFIG.write_text(json.dumps(config(topo, mtus), indent=1))
     with open(LOG, "w") as log:
         proc = subprocess.Popen([str(paths.WANEM), "--config", str(CONFIG), "--control", str(CONTROL)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -100,6 +109,21 @@ def counters() -> dict[tuple[str, str], dict]:
     """Live counters of every (link, direction)."""
     reply = request({"cmd": "show"})
     return {(l["name"], d): l[d]["counters"] for l in reply["links"] for d in DIRECTIONS}
+
+
+SETTINGS = ("rate_bps", "delay_us", "queue_bytes", "loss", "seed", "up")
+
+
+def settings() -> dict[tuple[str, str], dict]:
+    """Live settings of every (link, direction), in the form `set` takes."""
+    reply = request({"cmd": "show"})
+    return {(l["name"], d): {k: l[d][k] for k in SETTINGS} for l in reply["links"] for d in DIRECTIONS}
+
+
+def apply(saved: dict[tuple[str, str], dict]) -> None:
+    """Put back settings returned by `settings()`."""
+    for (link, direction), values in saved.items():
+        request({"cmd": "set", "link": link, "dir": direction, **values})
 
 
 def log_tail(lines: int = 3) -> str:

@@ -1,8 +1,10 @@
 """A TCP throughput probe run inside testbed nodes by `wanmpi bench net`.
 
-  python -m wanmpi.flow serve --port P [--connections N]
+  python -m wanmpi.flow serve --port P [--connections N] [--warmup W]
       accepts N connections, reads each to EOF, then prints one JSON line:
-      {"bytes": total, "seconds": first byte to last byte}
+      {"bytes": total, "seconds": first byte to last byte,
+       "steady_bytes": bytes received W seconds or more after the first byte,
+       "steady_seconds": from then to the last byte}
   python -m wanmpi.flow send --host H --port P --seconds S [--cc ALGO]
       sends as fast as TCP allows for S seconds, then closes.
 """
@@ -18,14 +20,15 @@ import time
 CHUNK = 256 * 1024
 
 
-def serve(port: int, connections: int, timeout: float) -> dict:
+def serve(port: int, connections: int, timeout: float, warmup: float = 0.0) -> dict:
     listener = socket.create_server(("0.0.0.0", port), backlog=connections)
     listener.settimeout(timeout)
-    totals, firsts, lasts = [], [], []
+    totals, steadies, firsts, lasts = [], [], [], []
     lock = threading.Lock()
+    steady_from: list[float] = []         # first byte of any connection + warmup
 
     def drain(conn: socket.socket) -> None:
-        count, first, last = 0, None, None
+        count, steady, first, last = 0, 0, None, None
         buf = bytearray(CHUNK)
         with conn:
             conn.settimeout(timeout)
@@ -34,10 +37,17 @@ def serve(port: int, connections: int, timeout: float) -> dict:
                 if n == 0:
                     break
                 last = time.monotonic()
-                first = first or last
+                if first is None:
+                    first = last
+                    with lock:
+                        if not steady_from:
+                            steady_from.append(first + warmup)
                 count += n
+                if last >= steady_from[0]:
+                    steady += n
         with lock:
             totals.append(count)
+            steadies.append(steady)
             if first is not None:
                 firsts.append(first)
                 lasts.append(last)
@@ -52,7 +62,9 @@ def serve(port: int, connections: int, timeout: float) -> dict:
         t.join()
     listener.close()
     span = max(lasts) - min(firsts) if firsts else 0.0
-    return {"bytes": sum(totals), "seconds": span}
+    steady_span = max(0.0, max(lasts) - steady_from[0]) if firsts else 0.0
+    return {"bytes": sum(totals), "seconds": span,
+            "steady_bytes": sum(steadies), "steady_seconds": steady_span}
 
 
 def send(host: str, port: int, seconds: float, cc: str | None) -> None:
@@ -83,6 +95,8 @@ def main() -> int:
     sv.add_argument("--port", type=int, required=True)
     sv.add_argument("--connections", type=int, default=1)
     sv.add_argument("--timeout", type=float, default=60)
+    sv.add_argument("--warmup", type=float, default=0.0,
+                    help="seconds after the first byte before steady_bytes start counting")
     sd = sub.add_parser("send")
     sd.add_argument("--host", required=True)
     sd.add_argument("--port", type=int, required=True)
@@ -90,7 +104,7 @@ def main() -> int:
     sd.add_argument("--cc", help="congestion control algorithm for this flow")
     a = p.parse_args()
     if a.role == "serve":
-        print(json.dumps(serve(a.port, a.connections, a.timeout)), flush=True)
+        print(json.dumps(serve(a.port, a.connections, a.timeout, a.warmup)), flush=True)
     else:
         send(a.host, a.port, a.seconds, a.cc)
     return 0

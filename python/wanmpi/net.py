@@ -241,7 +241,7 @@ class Net:
         for link in self.topo.links:
             for here, there in ((link.a, link.b), (link.b, link.a)):
                 rt = self.topo.cluster(here).router_netns
-                dev = f"wan-{there}"
+                dev = emulator.tun_device(there)
                 ip(rt, "tuntap", "add", "dev", dev, "mode", "tun")
                 ip(rt, "addr", "add", self.topo.cluster(here).public_address,
                    "peer", self.topo.cluster(there).public_address, "dev", dev)
@@ -251,7 +251,7 @@ class Net:
             for dest_name, link in self.topo.next_hops(c.name).items():
                 neighbour = link.b if link.a == c.name else link.a
                 dest = self.topo.cluster(dest_name)
-                dev = f"wan-{neighbour}"
+                dev = emulator.tun_device(neighbour)
                 if neighbour != dest_name:
                     ip(c.router_netns, "route", "add", f"{dest.public_address}/32", "dev", dev)
                 if not dest.private:
@@ -261,6 +261,23 @@ class Net:
     def start_wanem(self) -> None:
         self.wanem = emulator.start(self.topo)
         self.state().save()
+
+
+def restart_emulator(state: State, topo: Topology, mtus: dict[str, int] | None = None) -> None:
+    """Stop the running emulator and start it again from the topology's settings,
+    with `mtus` (link name -> MTU) set on those links' TUN devices first (the
+    topology's MTU elsewhere). wanem sizes its packet buffers when it attaches,
+    so a larger MTU needs a restart. Counters start from zero."""
+    if state.wanem_pid and _alive(state.wanem_pid):
+        kill_pids([state.wanem_pid])
+    state.wanem_pid = None
+    state.save()
+    for link in topo.links:
+        mtu = str((mtus or {}).get(link.name, topo.mtu))
+        for here, there in ((link.a, link.b), (link.b, link.a)):
+            ip(topo.cluster(here).router_netns, "link", "set", emulator.tun_device(there), "mtu", mtu)
+    state.wanem_pid = emulator.start(topo, mtus).pid
+    state.save()
 
 
 def steer_receive(netns: str, dev: str) -> None:

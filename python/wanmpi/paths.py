@@ -22,6 +22,8 @@ REMOTE_SHELL = os.environ.get("WANMPI_SSH", "ssh")
 
 # The WAN emulator binary (cargo workspace at the repository root).
 WANEM = Path(os.environ.get("WANMPI_WANEM", REPO / "target" / "release" / "wanem"))
+# The UDP loss and capacity probe used by `wanmpi bench emulator` (same workspace).
+UDPPROBE = REPO / "target" / "release" / "udpprobe"
 
 # MPI installations: Open MPI from Debian, MPICH 5 from PyPI in the project venv.
 # On real clusters, point these at the installations the nodes share.

@@ -1,0 +1,748 @@
+"""`wanmpi bench emulator`: measure the WAN emulator (wanem) itself on the
+testbed, side by side in one run, on one WAN link (the first, or --link):
+
+  rtt       idle RTT against 2 x one-way delay at 0 (the path alone), 1, 5, 10
+            and 20 ms, node to node (a0 -> b0) and router to router (the WAN
+            addresses, no LAN in between), plus a ping of the router's own
+            address (the ping and one network stack, no link at all)
+  tcp       TCP goodput against the configured rate, 1 and 4 flows, cubic and
+            bbr, at the link's rate and at 1 Gbit/s, queue one bandwidth-delay
+            product, router to router (node NICs would cap it), after a warm-up
+  loss      measured against configured random loss (0.1 %, 1 %): a UDP probe
+            counts what arrives, the emulator counts what it dropped; 95 %
+            Wilson interval
+  load      the default benchmark load (4 TCP flows between node pairs at the
+            link's own settings, like `bench net`): wanem's CPU and packet rate
+  capacity  the highest packet rate wanem forwards with under 1 % extra loss,
+            at MTU 1500 and 9000 (TUN devices and wanem restarted for 9000),
+            with the rate limit lifted; where the loss happened and what
+            limited the measurement; headroom = capacity / default load
+
+Every measurement records what the emulator counted meanwhile (late releases,
+drops, wanem's CPU, the machine's idle share) and is flagged when the emulator
+fell behind (more than 1 % of releases > 0.2 ms late, 0.1 % > 1 ms late, or a
+transmit drop). Every setting changed is restored at the end, also on failure,
+Ctrl-C or SIGTERM. Without a running testbed, one is brought up and taken down.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+
+from . import emulator, net, probe, shell, units
+from .bench_net import TCP_IP_HEADERS
+from .topo import Cluster, Topology, WanLink
+
+PARTS = ("rtt", "tcp", "loss", "load", "capacity")
+IP_UDP_HEADERS = 28
+RTT_TARGET_MS = 0.2                  # issue 3: idle RTT within 0.2 ms of 2 x delay
+BBR_TARGET = 0.95                    # issue 3: one BBR flow >= 95 % of the rate, 1 BDP queue
+CAPACITY_LOSS = 0.01                 # "under 1 % extra loss"
+HEADROOM_TARGET = 2.0
+BEHIND_LATE_200US = 0.01             # share of releases: the emulator fell behind
+BEHIND_LATE_1MS = 0.001
+FAST_RATE_BPS = 1_000_000_000        # the second TCP rate
+CAPACITY_RATE_BPS = 1_000_000_000_000   # lifts the rate limit: only wanem's speed counts
+CAPACITY_QUEUE_BYTES = 1 << 30
+CAPACITY_START_BPS = 250e6           # first offered rate, then doubled, then bisected
+CAPACITY_MAX_STEPS = 8
+LOSS_SEED = 1003                     # the loss PRNG restarts from this seed: reproducible
+LOSS_PAYLOAD = 64                    # small datagrams: many samples, little load
+TCP_BUFFER_MAX = 16 << 20            # tcp_rmem/tcp_wmem ceiling while measuring TCP
+
+
+@dataclass(frozen=True)
+class Plan:
+    rtt_delays_ms: tuple[int, ...] = (1, 5, 10, 20)
+    rtt_count: int = 50
+    tcp_cases: tuple[tuple[int | None, str, int], ...] = tuple(   # (rate or None = the link's, cc, flows)
+        (rate, cc, n) for rate in (None, FAST_RATE_BPS) for cc in ("cubic", "bbr") for n in (1, 4))
+    tcp_seconds: float = 5.0
+    tcp_warmup: float = 2.0
+    loss_cases: tuple[tuple[float, int, int], ...] = ((0.001, 400_000, 100_000), (0.01, 100_000, 100_000))
+    load_seconds: float = 5.0
+    capacity_mtus: tuple[int, ...] = (1500, 9000)
+    capacity_seconds: float = 2.0
+    capacity_refine: int = 3
+
+
+FULL = Plan()
+QUICK = Plan(rtt_delays_ms=(1, 10), rtt_count=10,
+             tcp_cases=((None, "bbr", 1), (None, "cubic", 4), (FAST_RATE_BPS, "bbr", 1)),
+             tcp_seconds=1.0, tcp_warmup=0.5,
+             loss_cases=((0.01, 20_000, 50_000),), load_seconds=1.0,
+             capacity_mtus=(1500, 9000), capacity_seconds=0.5, capacity_refine=0)
+
+
+class BenchError(net.TestbedError):
+    """A bad argument or a benchmark that could not run; the message says why."""
+
+
+# ---- what the emulator counted ------------------------------------------------------------
+@dataclass
+class EmulatorShare:
+    """What the emulator counted during one measurement, both directions of the link."""
+    seconds: float
+    released: int            # packets written to the far end (or refused by it)
+    late_200us: int
+    late_1ms: int
+    mean_late_us: float
+    drop_queue: int
+    drop_loss: int
+    drop_tx: int
+    wanem_cpu: float         # share of one core
+    wanem_core_irq: float    # share of wanem's core spent in interrupts and softirqs
+    cpu_idle: float          # share of the whole machine
+    behind: bool
+
+
+@dataclass
+class Snapshot:
+    time: float
+    counters: dict
+    ticks: dict[str, list[int]]
+    wanem_cpu_s: float
+
+
+def snapshot() -> Snapshot:
+    state = net.State.load()
+    cpu = probe.process_cpu_seconds(state.wanem_pid) if state and state.wanem_pid else 0.0
+    return Snapshot(time.monotonic(), emulator.counters(), probe.cpu_ticks(), cpu)
+
+
+def delta(before: Snapshot, after: Snapshot, link: str, direction: str) -> dict[str, int]:
+    b, a = before.counters[(link, direction)], after.counters[(link, direction)]
+    return {k: a[k] - b[k] for k in a if k != "queue_bytes" and k != "late_max_ns"}
+
+
+def usage(before: Snapshot, after: Snapshot) -> tuple[float, float, float]:
+    """Between two snapshots: wanem's CPU (share of one core), the share of
+    wanem's core spent in interrupts and softirqs, the machine's idle share."""
+    seconds = after.time - before.time
+
+    def share(line: str, fields: slice) -> float:
+        d = [a - b for a, b in zip(after.ticks.get(line, []), before.ticks.get(line, []))]
+        return sum(d[fields]) / sum(d) if d and sum(d) else 0.0
+    core = f"cpu{emulator.cpu()}" if emulator.cpu() is not None else "cpu"
+    return ((after.wanem_cpu_s - before.wanem_cpu_s) / seconds if seconds > 0 else 0.0,
+            share(core, slice(5, 7)), share("cpu", slice(3, 5)))
+
+
+def released(snap: Snapshot, link: str) -> int:
+    """Packets the emulator has released on `link`, both directions."""
+    return sum(snap.counters[(link, d)]["tx_packets"] + snap.counters[(link, d)]["drop_tx"]
+               for d in emulator.DIRECTIONS)
+
+
+def share_since(before: Snapshot, link: str, busy: tuple[Snapshot, Snapshot] | None = None) -> EmulatorShare:
+    """What the emulator counted on `link` since `before`; the CPU shares over
+    `busy` if given (the steady part of the traffic, without start-up and the
+    wait after it)."""
+    after = snapshot()
+    d = [delta(before, after, link, direction) for direction in emulator.DIRECTIONS]
+    total = {k: sum(x[k] for x in d) for k in d[0]}
+    count = total["tx_packets"] + total["drop_tx"]
+    wanem_cpu, core_irq, cpu_idle = usage(*(busy or (before, after)))
+    return EmulatorShare(
+        seconds=after.time - before.time, released=count, late_200us=total["late_200us"],
+        late_1ms=total["late_1ms"], mean_late_us=total["late_sum_ns"] / count / 1000 if count else 0.0,
+        drop_queue=total["drop_queue"], drop_loss=total["drop_loss"], drop_tx=total["drop_tx"],
+        wanem_cpu=wanem_cpu, wanem_core_irq=core_irq, cpu_idle=cpu_idle,
+        behind=(total["late_200us"] > BEHIND_LATE_200US * count
+                or total["late_1ms"] > BEHIND_LATE_1MS * count or total["drop_tx"] > 0))
+
+
+def marker() -> tuple[dict, object]:
+    """A dict of snapshots and the `between` callback of the probes that fills it."""
+    marks: dict[str, Snapshot] = {}
+    return marks, lambda event: marks.__setitem__(event, snapshot())
+
+
+# ---- results ---------------------------------------------------------------------------------
+@dataclass
+class RttRow:
+    delay_ms: float
+    path: str
+    count: int
+    expected_ms: float
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    emulator: EmulatorShare
+
+    @property
+    def excess_ms(self) -> float:
+        return self.median_ms - self.expected_ms
+
+
+@dataclass
+class TcpRow:
+    rate_bps: int
+    queue_bytes: int
+    cc: str
+    flows: int
+    path: str
+    seconds: float
+    goodput_bps: float
+    bound_bps: float
+    emulator: EmulatorShare
+
+    @property
+    def of_rate(self) -> float:
+        return self.goodput_bps / self.rate_bps
+
+    @property
+    def of_bound(self) -> float:
+        return self.goodput_bps / self.bound_bps
+
+
+@dataclass
+class LossRow:
+    configured: float
+    sent: int
+    received: int
+    lost: int
+    measured: float
+    ci95: tuple[float, float]
+    emulator_arrivals: int
+    emulator_dropped: int        # by the loss PRNG
+    lost_elsewhere: int          # lost, but not by the emulator's random loss
+    emulator: EmulatorShare
+
+
+@dataclass
+class CapacityStep:
+    offered_pps: float
+    sent_pps: float
+    delivered_pps: float
+    sent: int
+    delivered: int
+    lost_before_emulator: int    # the ingress TUN's ring was full: wanem read too slowly
+    lost_in_emulator: int        # wanem's own drops (queue, transmit)
+    lost_at_receiver: int        # UDP receive errors in the receiving namespace
+    sender_cpu: float
+    receiver_cpu: float
+    emulator: EmulatorShare
+
+    @property
+    def loss(self) -> float:
+        return 1 - self.delivered / self.sent if self.sent else 1.0
+
+    @property
+    def emulator_loss(self) -> float:
+        return (self.lost_before_emulator + self.lost_in_emulator) / self.sent if self.sent else 1.0
+
+    @property
+    def sender_limited(self) -> bool:
+        return self.sent_pps < 0.97 * self.offered_pps
+
+
+@dataclass
+class Capacity:
+    mtu: int
+    payload: int
+    pps: float                   # highest delivered rate with < 1 % loss end to end
+    gbit_per_s: float
+    emulator_pps: float          # highest delivered rate with < 1 % lost at or in wanem
+    wanem_cpu: float             # at `pps`
+    limited_by: str
+    steps: list[CapacityStep] = field(default_factory=list)
+
+
+@dataclass
+class Load:
+    flows: int
+    path: str
+    goodput_bps: float
+    pps: float                   # packets through wanem, both directions
+    emulator: EmulatorShare
+
+
+# ---- settings that are changed and put back -------------------------------------------------------
+def set_link(link: str, direction: str = "both", **values) -> None:
+    emulator.request({"cmd": "set", "link": link, "dir": direction, **values})
+
+
+@contextmanager
+def raised_tcp_buffers(namespaces: list[str]):
+    """Let TCP buffers grow to TCP_BUFFER_MAX (a 1 Gbit/s flow with 1 BDP queued
+    needs more than the default 4 MB of send buffer); put the values back after."""
+    saved = {}
+    try:
+        for ns in namespaces:
+            for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+                old = shell.output(net.in_netns(ns, ["sysctl", "-n", key])).split()
+                saved[(ns, key)] = " ".join(old)
+                if int(old[2]) < TCP_BUFFER_MAX:
+                    shell.run(net.in_netns(ns, ["sysctl", "-q", "-w", f"{key}={old[0]} {old[1]} {TCP_BUFFER_MAX}"]))
+        yield
+    finally:
+        for (ns, key), value in saved.items():
+            shell.run(net.in_netns(ns, ["sysctl", "-q", "-w", f"{key}={value}"]), check=False)
+
+
+@contextmanager
+def emulator_mtu(topo: Topology, link: WanLink, mtu: int):
+    """The link's TUN devices and wanem at `mtu` (wanem restarted), back after."""
+    if mtu == topo.mtu:
+        yield
+        return
+    try:
+        net.restart_emulator(net.State.load(), topo, {link.name: mtu})
+        yield
+    finally:
+        net.restart_emulator(net.State.load(), topo)
+
+
+@contextmanager
+def terminate_as_interrupt():
+    """SIGTERM unwinds like Ctrl-C, so every setting is put back."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# ---- the measurements ----------------------------------------------------------------------------
+class Bench:
+    def __init__(self, topo: Topology, link: WanLink, plan: Plan, log=None):
+        self.topo, self.link, self.plan = topo, link, plan
+        self.a, self.b = topo.cluster(link.a), topo.cluster(link.b)
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.saved = emulator.settings()        # every link: a restart of wanem resets them all
+
+    def restore(self) -> None:
+        emulator.apply(self.saved)
+
+    def node_pair(self) -> tuple[Cluster, Cluster] | None:
+        """A direction whose receiving cluster accepts connections (is public)."""
+        for src, dst in ((self.a, self.b), (self.b, self.a)):
+            if not dst.private:
+                return src, dst
+        return None
+
+    # -- RTT
+    def rtt(self) -> list[RttRow]:
+        rows = []
+        pair = self.node_pair()
+        for delay in (0, *self.plan.rtt_delays_ms):
+            self.log(f"rtt: {delay} ms one-way")
+            set_link(self.link.name, delay_us=delay * 1000)
+            paths = []
+            if pair:
+                src, dst = pair
+                paths.append((f"node {src.nodes[0].name}->{dst.nodes[0].name}", src.nodes[0].netns,
+                              dst.nodes[0].address))
+            paths.append((f"router {self.a.name}->{self.b.name}", self.a.router_netns, self.b.public_address))
+            if delay == 0:
+                paths.append(("own address (no link)", self.a.router_netns, self.a.public_address))
+            interval = max(0.05, 4 * delay / 1000)
+            for name, ns, address in paths:
+                before = snapshot()
+                samples = probe.rtt_samples_ms(ns, address, self.plan.rtt_count, interval)
+                rows.append(RttRow(delay, name, len(samples), 0.0 if "own" in name else 2.0 * delay,
+                                   statistics.median(samples), statistics.fmean(samples), samples[0],
+                                   samples[-1], share_since(before, self.link.name)))
+        self.restore()
+        return rows
+
+    # -- TCP
+    def tcp(self) -> list[TcpRow]:
+        rows = []
+        routers = [self.a.router_netns, self.b.router_netns]
+        path = f"router {self.a.name}->{self.b.name}"
+        with raised_tcp_buffers(routers):
+            for rate, cc, flows in self.plan.tcp_cases:
+                rate = rate or self.saved[(self.link.name, "a_to_b")]["rate_bps"]
+                delay_us = self.saved[(self.link.name, "a_to_b")]["delay_us"]
+                queue = max(rate * 2 * delay_us // 8_000_000, 2 * self.topo.mtu)
+                self.log(f"tcp: {units.format_rate(rate)}, queue {units.format_size(queue)}, {cc}, "
+                         f"{flows} flow{'s' if flows > 1 else ''}")
+                set_link(self.link.name, rate_bps=rate, queue_bytes=queue, loss=0.0)
+                pairs = [(self.a.router_netns, self.b.router_netns, self.b.public_address)] * flows
+                before = snapshot()
+                marks, mark = marker()
+                result = probe.tcp_flows(pairs, self.plan.tcp_seconds, cc, self.plan.tcp_warmup, mark)
+                share = share_since(before, self.link.name, (marks["start"], marks["end"]))
+                bound = rate * (self.topo.mtu - TCP_IP_HEADERS) / self.topo.mtu
+                rows.append(TcpRow(rate, queue, cc, flows, path, self.plan.tcp_seconds,
+                                   result.steady_bits_per_s, bound, share))
+        self.restore()
+        return rows
+
+    # -- loss
+    def loss(self) -> list[LossRow]:
+        rows = []
+        for configured, count, pps in self.plan.loss_cases:
+            self.log(f"loss: {configured:.2%} configured, {count} datagrams")
+            set_link(self.link.name, "a_to_b", loss=configured, seed=LOSS_SEED)
+            before = snapshot()
+            sent, got = probe.udp_probe(self.a.router_netns, self.b.router_netns, self.b.public_address,
+                                        LOSS_PAYLOAD, pps=pps, count=count)
+            share = share_since(before, self.link.name)
+            d = delta(before, snapshot(), self.link.name, "a_to_b")
+            lost = sent["sent"] - got["unique"]
+            rows.append(LossRow(configured, sent["sent"], got["unique"], lost, lost / sent["sent"],
+                                wilson(lost, sent["sent"]), d["rx_packets"], d["drop_loss"],
+                                lost - d["drop_loss"], share))
+        self.restore()
+        return rows
+
+    # -- the default load
+    def load(self) -> Load | None:
+        pair = self.node_pair()
+        if pair is None:
+            return None
+        src, dst = pair
+        n = min(4, len(src.nodes), len(dst.nodes))
+        self.log(f"load: {n} TCP flows {src.name}->{dst.name} at the link's own settings")
+        self.restore()
+        pairs = [(src.nodes[i].netns, dst.nodes[i].netns, dst.nodes[i].address) for i in range(n)]
+        before = snapshot()
+        marks, mark = marker()
+        result = probe.tcp_flows(pairs, self.plan.load_seconds, warmup=self.plan.tcp_warmup, between=mark)
+        share = share_since(before, self.link.name, (marks["start"], marks["end"]))
+        start, end = marks["start"], marks["end"]
+        pps = (released(end, self.link.name) - released(start, self.link.name)) / (end.time - start.time)
+        return Load(n, f"nodes {src.name}->{dst.name}", result.steady_bits_per_s, pps, share)
+
+    # -- capacity
+    def capacity(self) -> list[Capacity]:
+        out = []
+        for mtu in self.plan.capacity_mtus:
+            with emulator_mtu(self.topo, self.link, mtu):
+                set_link(self.link.name, "a_to_b", rate_bps=CAPACITY_RATE_BPS,
+                         queue_bytes=CAPACITY_QUEUE_BYTES, loss=0.0)
+                out.append(self.capacity_at(mtu))
+        self.restore()
+        return out
+
+    def capacity_step(self, payload: int, pps: float) -> CapacityStep:
+        tun = (self.a.router_netns, emulator.tun_device(self.b.name))
+        ring0, rcv0 = probe.tx_dropped(*tun), probe.udp_receive_errors(self.b.router_netns)
+        marks, mark = marker()
+        sent, got = probe.udp_probe(self.a.router_netns, self.b.router_netns, self.b.public_address, payload,
+                                    pps=pps, seconds=self.plan.capacity_seconds, gso=True, between=mark)
+        share = share_since(marks["start"], self.link.name, (marks["start"], marks["end"]))
+        d = delta(marks["start"], snapshot(), self.link.name, "a_to_b")
+        seconds = sent["seconds"]
+        return CapacityStep(
+            offered_pps=pps, sent_pps=sent["sent"] / seconds, delivered_pps=got["unique"] / seconds,
+            sent=sent["sent"], delivered=got["unique"],
+            lost_before_emulator=probe.tx_dropped(*tun) - ring0,
+            lost_in_emulator=d["drop_queue"] + d["drop_loss"] + d["drop_down"] + d["drop_tx"],
+            lost_at_receiver=probe.udp_receive_errors(self.b.router_netns) - rcv0,
+            sender_cpu=sent["cpu_seconds"] / seconds, receiver_cpu=got["cpu_seconds"] / seconds,
+            emulator=share)
+
+    def capacity_at(self, mtu: int) -> Capacity:
+        payload = mtu - IP_UDP_HEADERS
+        pps = max(1000.0, round(CAPACITY_START_BPS / (8 * mtu), -3))
+        steps: list[CapacityStep] = []
+        good = bad = None
+
+        def run(rate: float) -> CapacityStep:
+            self.log(f"capacity: MTU {mtu}, offering {rate:,.0f} packets/s")
+            s = self.capacity_step(payload, rate)
+            steps.append(s)
+            return s
+        for _ in range(CAPACITY_MAX_STEPS):
+            s = run(pps)
+            if s.loss >= CAPACITY_LOSS:
+                bad = s
+                break
+            good = s
+            if s.sender_limited:
+                break
+            pps *= 2
+        for _ in range(self.plan.capacity_refine):
+            if good is None or bad is None or good.sender_limited:
+                break
+            s = run(round((good.offered_pps + bad.offered_pps) / 2, -3))
+            if s.loss >= CAPACITY_LOSS:
+                bad = s
+            else:
+                good = s
+        passing = [s for s in steps if s.loss < CAPACITY_LOSS]
+        best = max(passing, key=lambda s: s.delivered_pps, default=None)
+        emu_best = max((s.delivered_pps for s in steps if s.emulator_loss < CAPACITY_LOSS), default=0.0)
+        pps_best = best.delivered_pps if best else 0.0
+        return Capacity(mtu, payload, pps_best, pps_best * mtu * 8 / 1e9, emu_best,
+                        best.emulator.wanem_cpu if best else 0.0, limit_of(bad, good), steps)
+
+
+def limit_of(bad: CapacityStep | None, good: CapacityStep | None) -> str:
+    """What stopped the rate from going higher."""
+    if bad is None:
+        if good is not None and good.sender_limited:
+            return (f"the sender: udpprobe reached {good.sent_pps:,.0f} of {good.offered_pps:,.0f} "
+                    "packets/s without loss")
+        return "nothing within the steps tried"
+    where = {"wanem did not read its TUN device fast enough (ring full)": bad.lost_before_emulator,
+             "wanem's own drops": bad.lost_in_emulator,
+             "the receiving namespace's UDP socket overflowed (receiver and its stack short of CPU)":
+                 bad.lost_at_receiver}
+    worst = max(where, key=where.get)
+    cpu = f"wanem at {bad.emulator.wanem_cpu:.0%} of its core, sender {bad.sender_cpu:.0%}"
+    return f"at {bad.offered_pps:,.0f} packets/s {bad.loss:.1%} lost, mostly {worst} ({cpu})"
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion k/n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# ---- summaries -----------------------------------------------------------------------------------
+def rtt_summary(rows: list[RttRow]) -> list[dict]:
+    """Per delay: the excess over 2 x delay node to node and router to router,
+    and how it splits (LAN paths, the network stacks, TUN + wanem forwarding,
+    wanem's timer)."""
+    by = {(r.delay_ms, r.path.split()[0]): r for r in rows}
+    own = by.get((0, "own"))
+    r0 = by.get((0, "router"))
+    out = []
+    for (delay, kind), r in sorted(by.items()):
+        if kind != "router" or delay == 0:
+            continue
+        node = by.get((delay, "node"))
+        item = {"delay_ms": delay, "router_excess_ms": r.excess_ms,
+                "node_excess_ms": node.excess_ms if node else None,
+                "lan_paths_ms": node.excess_ms - r.excess_ms if node else None,
+                "stack_ms": own.median_ms if own else None,
+                "emulator_ms": r.excess_ms - own.median_ms if own else None,
+                "forwarding_ms": r0.median_ms - own.median_ms if own and r0 else None,
+                "timer_ms": r.excess_ms - r0.median_ms if r0 else None,
+                "wanem_late_us": r.emulator.mean_late_us}
+        item["emulator_within_target"] = item["emulator_ms"] is not None and item["emulator_ms"] <= RTT_TARGET_MS
+        out.append(item)
+    return out
+
+
+def headroom(capacity: list[Capacity], load: Load | None, rate_bps: int) -> dict | None:
+    c = next((c for c in capacity if c.mtu == 1500), capacity[0] if capacity else None)
+    if c is None or load is None:
+        return None
+    h = {"mtu": c.mtu, "rate": c.gbit_per_s * 1e9 / rate_bps,
+         "packets": c.pps / load.pps if load.pps else None,
+         "cpu": 1 / load.emulator.wanem_cpu if load.emulator.wanem_cpu > 0 else None}
+    known = [v for k, v in h.items() if k in ("rate", "packets", "cpu") and v]
+    h["least"] = min(known) if known else None
+    h["meets_target"] = bool(known) and h["least"] >= HEADROOM_TARGET
+    return h
+
+
+# ---- running ----------------------------------------------------------------------------------------
+def parse_parts(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return PARTS
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise BenchError(f"--parts: unknown part {', '.join(map(repr, unknown)) or repr(text)} "
+                         f"(parts: {', '.join(PARTS)})")
+    return parts
+
+
+def check_arguments(topo: Topology, link_name: str | None, seconds: float | None) -> WanLink:
+    if seconds is not None and not 0 < seconds <= 600:
+        raise BenchError(f"--seconds: expected a duration in (0, 600] seconds, got {seconds:g}")
+    if not topo.links:
+        raise BenchError(f"{topo.source}: has no WAN link to measure")
+    if link_name is None:
+        return topo.links[0]
+    for link in topo.links:
+        if link.name == link_name:
+            return link
+    raise BenchError(f"--link: no link {link_name!r} (links: {', '.join(l.name for l in topo.links)})")
+
+
+def run(topo: Topology, *, quick: bool = False, seconds: float | None = None, json_path: str | None = None,
+        parts: str | None = None, link_name: str | None = None) -> int:
+    selected = parse_parts(parts)
+    link = check_arguments(topo, link_name, seconds)
+    plan = QUICK if quick else FULL
+    if seconds is not None:
+        plan = replace(plan, tcp_seconds=seconds, load_seconds=seconds)
+    if json_path and not os.access(os.path.dirname(os.path.abspath(json_path)), os.W_OK):
+        raise BenchError(f"--json: cannot write {json_path}: no such directory or not writable")
+    state = net.State.load()
+    brought_up = False
+    if state is None:
+        print(f"no testbed is up: bringing up {topo.source} (taken down at the end)", file=sys.stderr)
+        net.Net(topo).up()
+        brought_up = True
+    elif state.topology_text != topo.text:
+        raise BenchError(f"the testbed of {state.topology_source} is up, not {topo.source}: "
+                         "run `wanmpi testbed down` first, or drop --topology")
+    try:
+        problems = net.health(net.State.load())
+        if problems:
+            raise BenchError("the testbed is not healthy: " + "; ".join(problems))
+        with terminate_as_interrupt():
+            report = measure(topo, link, plan, selected, quick)
+    except shell.CommandError as e:
+        raise BenchError(str(e)) from None
+    finally:
+        if brought_up:
+            net.teardown(net.State.load())
+    print_report(report)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+def measure(topo: Topology, link: WanLink, plan: Plan, selected: tuple[str, ...], quick: bool) -> dict:
+    bench = Bench(topo, link, plan)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    load_before = os.getloadavg()
+    results: dict = {}
+    try:
+        for part in PARTS:
+            if part in selected:
+                results[part] = getattr(bench, part)()
+    finally:
+        bench.restore()
+    capacity, load = results.get("capacity", []), results.get("load")
+    report = {
+        "date": started, "topology": topo.source, "link": link.name, "quick": quick,
+        "loadavg": {"before": load_before[0], "after": os.getloadavg()[0]},
+        "configured": {**bench.saved[(link.name, "a_to_b")], "mtu": topo.mtu},
+        "plan": asdict(plan),
+        "rtt": [{**asdict(r), "excess_ms": r.excess_ms} for r in results.get("rtt", [])],
+        "rtt_summary": rtt_summary(results.get("rtt", [])),
+        "tcp": [{**asdict(r), "of_rate": r.of_rate, "of_bound": r.of_bound} for r in results.get("tcp", [])],
+        "loss": [asdict(r) for r in results.get("loss", [])],
+        "load": asdict(load) if load else None,
+        "capacity": [{**asdict(c), "steps": [{**asdict(s), "loss": s.loss, "emulator_loss": s.emulator_loss,
+                                              "sender_limited": s.sender_limited} for s in c.steps]}
+                     for c in capacity],
+        "headroom": headroom(capacity, load, bench.saved[(link.name, "a_to_b")]["rate_bps"]),
+    }
+    report["behind"] = flagged(report)
+    return report
+
+
+def flagged(report: dict) -> list[str]:
+    """Measurements taken while the emulator fell behind."""
+    out = []
+    for r in report["rtt"]:
+        if r["emulator"]["behind"]:
+            out.append(f"rtt {r['delay_ms']} ms {r['path']}")
+    for r in report["tcp"]:
+        if r["emulator"]["behind"]:
+            out.append(f"tcp {units.format_rate(r['rate_bps'])} {r['cc']} x{r['flows']}")
+    for r in report["loss"]:
+        if r["emulator"]["behind"]:
+            out.append(f"loss {r['configured']:.2%}")
+    if report["load"] and report["load"]["emulator"]["behind"]:
+        out.append("load")
+    for c in report["capacity"]:
+        for s in c["steps"]:
+            if s["emulator"]["behind"]:
+                out.append(f"capacity MTU {c['mtu']} at {s['offered_pps']:,.0f} packets/s")
+    return out
+
+
+# ---- the table ----------------------------------------------------------------------------------------
+def late(e: dict) -> str:
+    mark = " BEHIND" if e["behind"] else ""
+    return f"{e['late_200us']}/{e['late_1ms']} of {e['released']}{mark}"
+
+
+def print_report(r: dict) -> None:
+    c = r["configured"]
+    print(f"wanem on link {r['link']} ({r['topology']}): {units.format_rate(c['rate_bps'])}, "
+          f"{units.format_duration_us(c['delay_us'])} one-way, queue {units.format_size(c['queue_bytes'])}, "
+          f"loss {c['loss']:g}, MTU {c['mtu']}{'  [quick]' if r['quick'] else ''}")
+    print(f"{r['date']}; machine load average {r['loadavg']['before']:.1f} before, "
+          f"{r['loadavg']['after']:.1f} after (other work shares the CPUs: see the idle shares)")
+    print("late = releases > 0.2 ms / > 1 ms late of all released (both directions); "
+          "BEHIND: the emulator fell behind")
+    if r["rtt"]:
+        print("\nidle RTT (median) vs 2 x one-way delay")
+        print(f"  {'delay':>6} {'path':<24} {'expected':>9} {'median':>9} {'min':>8} {'max':>8} "
+              f"{'excess':>8}  {'late':<18}")
+        for x in r["rtt"]:
+            print(f"  {x['delay_ms']:>3} ms {x['path']:<24} {x['expected_ms']:>6.2f} ms {x['median_ms']:>6.3f} ms "
+                  f"{x['min_ms']:>8.3f} {x['max_ms']:>8.3f} {x['excess_ms']:>+8.3f}  {late(x['emulator'])}")
+        print(f"  excess split (ms): {'delay':>5} {'node':>7} {'router':>7} {'LAN':>6} {'stack':>6} "
+              f"{'wanem':>6} {'=fwd':>6} {'+timer':>7}  target <= {RTT_TARGET_MS} ms for wanem's share")
+        for s in r["rtt_summary"]:
+            f = lambda v: f"{v:>6.3f}" if v is not None else f"{'-':>6}"
+            print(f"  {'':>18} {s['delay_ms']:>5} {f(s['node_excess_ms']):>7} {f(s['router_excess_ms']):>7} "
+                  f"{f(s['lan_paths_ms'])} {f(s['stack_ms'])} {f(s['emulator_ms'])} {f(s['forwarding_ms'])} "
+                  f"{f(s['timer_ms']):>7}  {'ok' if s['emulator_within_target'] else 'MISSED'}")
+        print("  node = a node to a node, router = WAN address to WAN address, LAN = node - router "
+              "(veths, bridges, router hops), stack = ping of the router's own address, wanem = router - stack "
+              "= fwd (the TUN path at 0 ms) + timer (what a delay adds)")
+    if r["tcp"]:
+        print("\nTCP goodput vs configured rate (router to router, after warm-up)")
+        print(f"  {'rate':>8} {'queue':>8} {'cc':<6} {'flows':>5} {'goodput':>12} {'of rate':>8} "
+              f"{'of bound':>8} {'drops':>6} {'wanem CPU':>9}  {'late':<18}")
+        for x in r["tcp"]:
+            print(f"  {units.format_rate(x['rate_bps']):>8} {units.format_size(x['queue_bytes']):>8} {x['cc']:<6} "
+                  f"{x['flows']:>5} {x['goodput_bps'] / 1e6:>7.1f} Mbit {x['of_rate']:>8.1%} {x['of_bound']:>8.1%} "
+                  f"{x['emulator']['drop_queue']:>6} {x['emulator']['wanem_cpu']:>9.0%}  {late(x['emulator'])}")
+        print(f"  bound = rate x (MTU - {TCP_IP_HEADERS}) / MTU; target: bbr, 1 flow >= {BBR_TARGET:.0%} of the rate")
+    if r["loss"]:
+        print("\nrandom loss: configured vs measured (UDP probe, 95 % Wilson interval) vs the emulator's count")
+        for x in r["loss"]:
+            lo, hi = x["ci95"]
+            inside = "inside" if lo <= x["configured"] <= hi else "OUTSIDE"
+            print(f"  {x['configured']:.2%} configured: {x['lost']} of {x['sent']} lost = {x['measured']:.3%} "
+                  f"[{lo:.3%}, {hi:.3%}] ({inside}); wanem dropped {x['emulator_dropped']} of "
+                  f"{x['emulator_arrivals']}; lost elsewhere {x['lost_elsewhere']}  late {late(x['emulator'])}")
+    if r["load"]:
+        x = r["load"]
+        e = x["emulator"]
+        print(f"\ndefault load: {x['flows']} TCP flows {x['path']}: {x['goodput_bps'] / 1e6:.1f} Mbit/s, "
+              f"{x['pps']:,.0f} packets/s through wanem, wanem CPU {e['wanem_cpu']:.1%} of a core "
+              f"(its core in irq/softirq {e['wanem_core_irq']:.0%}), machine idle {e['cpu_idle']:.0%}, "
+              f"late {late(e)}")
+    if r["capacity"]:
+        print("\ncapacity: rate limit lifted; UDP from router to router (udpprobe, sendmmsg + GSO)")
+        print(f"  {'MTU':>5} {'offered/s':>10} {'sent/s':>10} {'delivered/s':>11} {'Gbit/s':>7} {'loss':>7} "
+              f"{'ring':>7} {'wanem':>6} {'recv':>7} {'wanem CPU':>9} {'irq':>4} {'sender':>6}  {'late':<18}")
+        for cap in r["capacity"]:
+            for s in cap["steps"]:
+                print(f"  {cap['mtu']:>5} {s['offered_pps']:>10,.0f} {s['sent_pps']:>10,.0f} "
+                      f"{s['delivered_pps']:>11,.0f} {s['delivered_pps'] * cap['mtu'] * 8 / 1e9:>7.2f} "
+                      f"{s['loss']:>7.2%} {s['lost_before_emulator']:>7} {s['lost_in_emulator']:>6} "
+                      f"{s['lost_at_receiver']:>7} {s['emulator']['wanem_cpu']:>9.0%} "
+                      f"{s['emulator']['wanem_core_irq']:>4.0%} {s['sender_cpu']:>6.0%}  "
+                      f"{late(s['emulator'])}")
+        print("  ring = lost before wanem (TUN ring full), wanem = its own drops, recv = UDP receive errors; "
+              "irq = share of wanem's core in interrupts/softirqs; sender = udpprobe's CPU")
+        for cap in r["capacity"]:
+            print(f"  MTU {cap['mtu']}: {cap['pps']:,.0f} packets/s = {cap['gbit_per_s']:.2f} Gbit/s with < "
+                  f"{CAPACITY_LOSS:.0%} loss end to end (wanem CPU {cap['wanem_cpu']:.0%}); "
+                  f"< {CAPACITY_LOSS:.0%} lost at wanem up to {cap['emulator_pps']:,.0f} packets/s; "
+                  f"limit: {cap['limited_by']}")
+    h = r["headroom"]
+    if h:
+        fmt = lambda v: f"{v:.1f}x" if v else "-"
+        print(f"\nheadroom (MTU {h['mtu']}): rate {fmt(h['rate'])} (capacity / WAN rate), packets "
+              f"{fmt(h['packets'])} (capacity / default load), CPU {fmt(h['cpu'])} (1 / wanem's CPU share "
+              f"under the default load): {'meets' if h['meets_target'] else 'MISSES'} the "
+              f"{HEADROOM_TARGET:g}x target")
+    if r["behind"]:
+        print("\nthe emulator fell behind during: " + "; ".join(r["behind"]))
+    else:
+        print("\nthe emulator kept up during every measurement")
