@@ -12,10 +12,10 @@ OPENMPI_CC := /usr/bin/mpicc.openmpi
 MPICH_CC := $(VENV)/bin/mpicc
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc dropbear-bin openssh-client
-MPI_PROGRAMS := bench/pingpong.c tests/programs/where.c
+MPI_PROGRAMS := bench/pingpong.c bench/collbench.c tests/programs/where.c tests/programs/ring.c
 CFLAGS := -O2 -Wall -Wextra
 
-.PHONY: all setup apt venv rust build programs wanem demo test clean
+.PHONY: all setup apt venv rust build programs wanem lib demo test clean
 
 all: build
 
@@ -42,10 +42,21 @@ rust:
 	@test -x "$(CARGO)" || { echo "rust: installing cargo from Debian"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo >/dev/null; }
 
-build: setup wanem programs
+build: setup wanem lib programs
 
 wanem:
 	$(CARGO) build --release --quiet
+
+# libwanmpi, once per MPI (lib/): PMPI interposition, preloaded by `wanmpi run`
+LIB_SOURCES := $(wildcard lib/src/common/*.c lib/src/coll/*.c lib/src/fortran/*.c)
+LIB_HEADERS := $(wildcard lib/include/*.h lib/src/*/*.h)
+LIB_FLAGS := $(CFLAGS) -g -fPIC -shared -fvisibility=default
+lib: build/lib/libwanmpi-openmpi.so build/lib/libwanmpi-mpich.so
+
+build/lib/libwanmpi-openmpi.so: $(LIB_SOURCES) $(LIB_HEADERS) | apt
+	@mkdir -p $(@D); $(OPENMPI_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
+build/lib/libwanmpi-mpich.so: $(LIB_SOURCES) $(LIB_HEADERS) | venv
+	@mkdir -p $(@D); $(MPICH_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
 
 programs: $(foreach p,$(MPI_PROGRAMS),build/openmpi/$(basename $(notdir $(p))) build/mpich/$(basename $(notdir $(p))))
 

@@ -104,6 +104,12 @@ def test_routes_go_around_a_missing_link():
      "cluster", "mixes emulated clusters"),
     ('[[cluster]]\nname = "a"\nhosts = ["h1"]\n', "cluster[0].network", "missing"),
     ('[[cluster]]\nname = "a"\nhosts = ["h1"]\nnetwork = "ten"\n', "cluster[0].network", "not a CIDR"),
+    (GOOD + "[collectives]\nlanes = 0\n", "collectives.lanes", "outside [1, 200]"),
+    (GOOD + "[collectives]\nlanes = \"many\"\n", "collectives.lanes", "expected an integer"),
+    (GOOD + "[collectives]\nchunk = \"100B\"\n", "collectives.chunk", "outside [1KB, 1GB]"),
+    (GOOD + "[collectives]\nsmall = \"-1KB\"\n", "collectives.small", "negative size"),
+    (GOOD + "[collectives]\nbcast = \"fastest\"\n", "collectives.bcast", "not an algorithm"),
+    (GOOD + "[collectives]\nalltoall = \"mpi\"\n", "collectives.alltoall", "unknown key"),
 ])
 def test_each_bad_value_names_file_key_and_problem(text, key, problem):
     e = error_of(text)
@@ -121,3 +127,24 @@ def test_broken_toml_names_the_file():
 def test_missing_file_names_it():
     with pytest.raises(TopologyError, match="nope.toml: cannot read file"):
         topo.load("nope.toml")
+
+
+def test_collective_settings_reach_every_rank_environment():
+    from wanmpi import libwanmpi
+    t = topo.loads(GOOD + '[collectives]\nlanes = 3\nchunk = "16KiB"\nsmall = "1KiB"\n'
+                   'allreduce = "singlelane"\nbarrier = "mpi"\n', "t.toml")
+    env = libwanmpi.environment(t)
+    assert env["WANMPI_LANES"] == "3"
+    assert env["WANMPI_CHUNK"] == "16384"
+    assert env["WANMPI_SMALL"] == "1024"
+    assert env["WANMPI_ALLREDUCE"] == "singlelane"
+    assert env["WANMPI_BARRIER"] == "mpi"
+    assert env["WANMPI_BCAST"] == "multilane"
+    assert env["WANMPI_CLUSTER_MAP"] == "a=198.18.0.0/24;b=198.18.1.0/24"
+
+
+def test_default_lanes_come_from_the_rates():
+    from wanmpi import libwanmpi
+    env = libwanmpi.environment(topo.load())
+    assert "WANMPI_LANES" not in env          # the library derives min(n_c, ceil(WAN / NIC))
+    assert (env["WANMPI_WAN_RATE"], env["WANMPI_NIC_RATE"]) == ("200000000", "100000000")

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from . import emulator, launch, net, paths, plot, topo, units
+from . import bench_coll, emulator, launch, net, paths, plot, topo, units
 from .topo import Topology
 
 EXIT_USAGE = 2
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except (CliError, topo.TopologyError, net.TestbedError, launch.LaunchError,
-            emulator.EmulatorError, plot.PlotError) as e:
+            emulator.EmulatorError, plot.PlotError, bench_coll.BenchError) as e:
         print(f"wanmpi: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="kill the job after this many seconds (exit status 124)")
     rn.add_argument("--env", "-x", action="append", default=[], metavar="NAME=VALUE",
                     help="environment variable for every rank (repeatable)")
+    rn.add_argument("--no-wanmpi", dest="wanmpi", action="store_false",
+                    help="run on the MPI library alone, without preloading libwanmpi (for comparison)")
     rn.add_argument("program", metavar="PROGRAM")
     rn.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     rn.set_defaults(handler=cmd_run)
@@ -126,6 +128,23 @@ def build_parser() -> argparse.ArgumentParser:
     bem.add_argument("--link", metavar="LINK", help="the WAN link to measure (default: the first)")
     bem.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bem.set_defaults(handler=cmd_bench_emulator)
+    bco = bnsub.add_parser("coll", help="WAN-aware collectives vs the MPIs' own, across sizes and delays")
+    topology_option(bco)
+    bco.add_argument("--variants", default=",".join(bench_coll.VARIANTS),
+                     help=f"comma-separated subset of: {', '.join(bench_coll.VARIANTS)} (default: all)")
+    bco.add_argument("--ops", default="bcast,allreduce", help="operations (default: bcast,allreduce)")
+    bco.add_argument("--sizes", default=bench_coll.DEFAULT_SIZES,
+                     help=f"message sizes, K/M suffixes (default: {bench_coll.DEFAULT_SIZES})")
+    bco.add_argument("--delays", default="0,2,5,10", help="one-way WAN delays in ms (default: 0,2,5,10)")
+    bco.add_argument("--iters", type=int, default=5, help="timed iterations per size (default: 5)")
+    bco.add_argument("-n", "--np", dest="ranks", type=int, help="ranks (default: one per node)")
+    bco.add_argument("--map", metavar="MAP", help="rank placement, as for `wanmpi run`")
+    bco.add_argument("--quick", action="store_true",
+                     help=f"sizes {bench_coll.QUICK_SIZES}, delay 10 ms, 2 iterations (for tests)")
+    bco.add_argument("--timeout", type=float, default=1800, help="per job, seconds (default: 1800)")
+    bco.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bco.add_argument("--plots", metavar="DIR", help="also draw PNG plots into DIR")
+    bco.set_defaults(handler=cmd_bench_coll)
     return p
 
 
@@ -237,7 +256,8 @@ def cmd_run(args) -> int:
     if other is not None and other != mpi.name:
         raise CliError(f"{args.program} is built with {other} but --mpi is {mpi.name}: "
                        f"build it with {mpi.mpicc} or run it with --mpi {other}")
-    job = launch.Job(t, [program, *args.args], launch.placement(t, ranks, args.map), env)
+    job = launch.Job(t, [program, *args.args], launch.placement(t, ranks, args.map), env,
+                     wanmpi=args.wanmpi)
     return launch.run_job(mpi, job, timeout=args.timeout)
 
 
@@ -323,6 +343,25 @@ def cmd_bench_emulator(args) -> int:
     from . import bench_emulator
     return bench_emulator.run(topology_for(args), quick=args.quick, seconds=args.seconds, json_path=args.json,
                               parts=args.parts, link_name=args.link)
+
+
+def cmd_bench_coll(args) -> int:
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    unknown = [o for o in ops if o not in bench_coll.COLLECTIVES]
+    if unknown or not ops:
+        raise CliError(f"--ops: unknown {', '.join(unknown) or '(none given)'} "
+                       f"(known: {', '.join(bench_coll.COLLECTIVES)})")
+    if args.iters < 1:
+        raise CliError(f"--iters must be at least 1, got {args.iters}")
+    if args.ranks is not None and args.ranks < 2:
+        raise CliError(f"-n: need at least 2 ranks, got {args.ranks}")
+    sizes, delays, iters = args.sizes, args.delays, args.iters
+    if args.quick:
+        sizes, delays, iters = bench_coll.QUICK_SIZES, "10", 2
+    bench_coll.parse_sizes(sizes)
+    return bench_coll.run(topology_for(args), bench_coll.parse_variants(args.variants),
+                          bench_coll.parse_delays(delays), ops, sizes, iters, args.ranks, args.map,
+                          args.json, args.plots, args.timeout)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import net, paths, shell
+from . import libwanmpi, net, paths, shell
 from .topo import Node, Topology
 
 EXIT_TIMEOUT = 124
@@ -74,6 +74,7 @@ class Job:
     ranks: list[Node]                  # node of each rank
     env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)   # passed to the launcher as is
+    wanmpi: bool = True                # preload libwanmpi (False: the MPI library alone)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
@@ -84,6 +85,15 @@ class Job:
     def hostfile(self) -> Path:
         return paths.STATE_DIR / f"hosts-{self.job_id}" if self.emulated \
             else Path(f"/tmp/wanmpi-hosts-{self.job_id}")
+
+    def rank_environment(self, mpi: str) -> dict[str, str]:
+        """Environment of every rank: libwanmpi's (unless disabled), then the user's."""
+        if not self.wanmpi:
+            return dict(self.env)
+        env = {**libwanmpi.environment(self.topo), **self.env}
+        preload = str(libwanmpi.library(mpi))
+        env["LD_PRELOAD"] = preload + (":" + self.env["LD_PRELOAD"] if self.env.get("LD_PRELOAD") else "")
+        return env
 
     def rank_program(self) -> list[str]:
         # On the testbed ranks run at idle priority so packet processing is never
@@ -153,7 +163,7 @@ class OpenMPI(Launcher):
                 "--hostfile", str(job.hostfile), "-n", str(len(job.ranks))]
         for key, value in mca.items():
             argv += ["--mca", key, value]
-        for key, value in job.env.items():
+        for key, value in job.rank_environment(self.name).items():
             argv += ["-x", f"{key}={value}"]
         return argv + job.extra_args + job.rank_program()
 
@@ -175,7 +185,7 @@ class MPICH(Launcher):
 
     def argv(self, job: Job) -> list[str]:
         env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
-               "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", **job.env}
+               "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", **job.rank_environment(self.name)}
         argv = [str(self.command_path), "-launcher", "ssh", "-launcher-exec", job.agent,
                 "-f", str(job.hostfile), "-n", str(len(job.ranks))]
         if job.emulated:
@@ -224,6 +234,9 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
     problem = launcher.missing()
     if problem:
         raise LaunchError(problem)
+    if job.wanmpi and not libwanmpi.library(launcher.name).exists():
+        raise LaunchError(f"{libwanmpi.library(launcher.name)} not found: build it with `make lib`, "
+                          "or run without it (--no-wanmpi)")
     spanned = {n.cluster for n in job.ranks}
     private = [c.name for c in job.topo.clusters if c.name in spanned and c.private]
     if private and len(spanned) > 1:

@@ -29,3 +29,7 @@ UDPPROBE = REPO / "target" / "release" / "udpprobe"
 # On real clusters, point these at the installations the nodes share.
 OPENMPI_BIN = Path(os.environ.get("WANMPI_OPENMPI_BIN", "/usr/bin"))
 MPICH_BIN = Path(os.environ.get("WANMPI_MPICH_BIN", VENV / "bin"))
+
+# libwanmpi, one build per MPI (`make lib`): libwanmpi-openmpi.so, libwanmpi-mpich.so.
+# On real clusters the nodes must see it at the same path (a shared file system).
+LIBWANMPI_DIR = Path(os.environ.get("WANMPI_LIB_DIR", BUILD / "lib"))

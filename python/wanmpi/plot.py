@@ -73,3 +73,50 @@ def traffic(path: str, output: str | None = None, bin_ms: int = 1) -> str:
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def collectives(results, out_dir: Path) -> list[str]:
+    """From `wanmpi bench coll` results: per operation, time against message
+    size at the largest delay (every variant, and the lower bound), and the
+    speed-up of wanmpi over each variant at the largest size against delay."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for op in dict.fromkeys(r.op for r in results):
+        rows = [r for r in results if r.op == op]
+        delay = max(r.delay_ms for r in rows)
+        fig, (size_ax, delay_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+        for variant in dict.fromkeys(r.variant for r in rows):
+            pts = sorted((r.bytes, r.median_s) for r in rows if r.variant == variant and r.delay_ms == delay)
+            size_ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=variant)
+        bound = sorted({(r.bytes, r.bound_s) for r in rows if r.delay_ms == delay})
+        size_ax.plot([b[0] for b in bound], [b[1] for b in bound], "k--", linewidth=1, label="lower bound")
+        size_ax.set_xscale("log", base=2)
+        size_ax.set_yscale("log")
+        size_ax.set_xlabel("message size (bytes)")
+        size_ax.set_ylabel("median time (s)")
+        size_ax.set_title(f"{op}, {delay:g} ms one-way")
+        size_ax.grid(alpha=0.3, which="both")
+        size_ax.legend(fontsize="small")
+        largest = max(r.bytes for r in rows)
+        ref = {r.delay_ms: r.median_s for r in rows if r.variant == "wanmpi" and r.bytes == largest}
+        for variant in dict.fromkeys(r.variant for r in rows):
+            if variant == "wanmpi":
+                continue
+            pts = sorted((r.delay_ms, r.median_s / ref[r.delay_ms]) for r in rows
+                         if r.variant == variant and r.bytes == largest and r.delay_ms in ref)
+            delay_ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=variant)
+        delay_ax.axhline(1.0, color="k", linewidth=0.8)
+        delay_ax.set_xlabel("one-way WAN delay (ms)")
+        delay_ax.set_ylabel(f"time / wanmpi time at {largest // 1024} KiB")
+        delay_ax.set_title("speed-up of wanmpi (higher: wanmpi faster)")
+        delay_ax.grid(alpha=0.3)
+        delay_ax.legend(fontsize="small")
+        fig.tight_layout()
+        path = out_dir / f"coll-{op}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(str(path))
+    return written

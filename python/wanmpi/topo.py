@@ -34,7 +34,11 @@ CLUSTER_KEYS = {"name", "hosts", "network", *CLUSTER_DEFAULTS}
 WAN_DEFAULTS = {"rate": "200Mbit", "delay": "10ms", "queue": "100KB", "loss": 0.0}
 WAN_KEYS = {*WAN_DEFAULTS, "link"}
 LINK_KEYS = {"clusters", *WAN_DEFAULTS}
-TOP_KEYS = {"testbed", "cluster", "wan"}
+COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block", "barrier")
+ALGORITHMS = ("multilane", "singlelane", "mpi")
+COLLECTIVES_DEFAULTS = {"lanes": "auto", "chunk": "32KiB", "small": "8KiB",
+                        **{c: "multilane" for c in COLLECTIVES}}
+TOP_KEYS = {"testbed", "cluster", "wan", "collectives"}
 
 
 class TopologyError(ValueError):
@@ -119,11 +123,21 @@ class WanLink:
 
 
 @dataclass(frozen=True)
+class Collectives:
+    """How libwanmpi runs the collectives ([collectives] in the file)."""
+    lanes: int | None = None        # k, WAN senders per cluster; None: min(n_c, ceil(WAN / NIC))
+    chunk_bytes: int = 32 * 1024    # pipeline chunk
+    small_bytes: int = 8 * 1024     # up to this size: the single-lane path
+    algorithms: tuple[tuple[str, str], ...] = tuple((c, "multilane") for c in COLLECTIVES)
+
+
+@dataclass(frozen=True)
 class Topology:
     source: str
     clusters: tuple[Cluster, ...]
     links: tuple[WanLink, ...]
     mtu: int = 1500
+    collectives: Collectives = Collectives()
     text: str = field(default="", compare=False, repr=False)
 
     @property
@@ -249,7 +263,25 @@ class _Reader:
                             "(hosts = [...]); use one kind per topology")
         self.check_unique_hosts(clusters)
         links = self.links(raw.get("wan", {}), clusters)
-        return Topology(self.source, tuple(clusters), tuple(links), mtu, text)
+        collectives = self.collectives(raw.get("collectives", {}))
+        return Topology(self.source, tuple(clusters), tuple(links), mtu, collectives, text)
+
+    def collectives(self, raw: object) -> Collectives:
+        settings = {**COLLECTIVES_DEFAULTS, **self.table(raw, "collectives", set(COLLECTIVES_DEFAULTS))}
+        lanes = settings["lanes"]
+        if lanes != "auto":
+            lanes = self.integer("collectives.lanes", lanes, 1, MAX_NODES_PER_CLUSTER)
+        chunk = self.convert("collectives.chunk", settings["chunk"], units.parse_size)
+        if not 1024 <= chunk <= 1 << 30:
+            raise self.fail("collectives.chunk", f"{chunk} bytes is outside [1KB, 1GB]")
+        small = self.convert("collectives.small", settings["small"], units.parse_size)
+        algorithms = []
+        for c in COLLECTIVES:
+            if settings[c] not in ALGORITHMS:
+                raise self.fail(f"collectives.{c}", f"{settings[c]!r} is not an algorithm "
+                                f"(choose {', '.join(ALGORITHMS)})")
+            algorithms.append((c, settings[c]))
+        return Collectives(None if lanes == "auto" else lanes, chunk, small, tuple(algorithms))
 
     def cluster(self, index: int, raw: object) -> Cluster:
         key = f"cluster[{index}]"

@@ -1,0 +1,168 @@
+/* collbench: time MPI collectives across message sizes.
+ *
+ * Usage: collbench [--ops bcast,allreduce,...] [--sizes 1K,64K,1M,...]
+ *                  [--iters N] [--warmup N] [--root R] [--budget SECONDS]
+ * For each operation and size (bytes, or with a K, M or G suffix: powers of 1024),
+ * every iteration starts after a barrier; a rank's time is from just after the
+ * barrier until its call returns, and the iteration's time is the maximum
+ * over ranks (as the OSU benchmarks do). Rank 0 prints one JSON object per
+ * (operation, size): {"op", "bytes", "iters", "min_s", "median_s", "max_s"}.
+ * The first iteration's result is checked exactly (the job fails with status
+ * 3 if it is wrong). --budget stops repeating a size once its iterations have
+ * taken that long (at least one timed iteration always runs).
+ * Operations: bcast, allreduce, reduce, allgather, reduce_scatter_block, barrier.
+ * Data are MPI_INT (sizes are rounded down to whole ints; allgather and
+ * reduce_scatter_block use size/ranks per rank). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static long parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    long scale = 1;
+    if (*end == 'K' || *end == 'k') scale = 1L << 10, end++;
+    else if (*end == 'M' || *end == 'm') scale = 1L << 20, end++;
+    else if (*end == 'G' || *end == 'g') scale = 1L << 30, end++;
+    if (end == s || *end || v < 0)
+        return -1;
+    return (long)(v * scale);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int usage(int rank, const char *why)
+{
+    if (rank == 0)
+        fprintf(stderr, "collbench: %s\nusage: collbench [--ops LIST] [--sizes LIST] [--iters N] "
+                "[--warmup N] [--root R] [--budget SECONDS]\n", why);
+    MPI_Finalize();
+    return 2;
+}
+
+/* Runs one call; on `check`, verifies the result. Returns 0 if wrong. */
+static int run(const char *op, int *a, int *b, long n, int root, int rank, int size, int check)
+{
+    long per = n / size;
+    if (!strcmp(op, "bcast")) {
+        if (check)
+            for (long i = 0; i < n; i++) a[i] = rank == root ? (int)(i * 2654435761u) : -1;
+        MPI_Bcast(a, (int)n, MPI_INT, root, MPI_COMM_WORLD);
+        if (check)
+            for (long i = 0; i < n; i++) if (a[i] != (int)(i * 2654435761u)) return 0;
+    } else if (!strcmp(op, "allreduce") || !strcmp(op, "reduce")) {
+        if (check)
+            for (long i = 0; i < n; i++) a[i] = (int)(i % 1000) + rank;
+        if (op[0] == 'a')
+            MPI_Allreduce(a, b, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        else
+            MPI_Reduce(a, b, (int)n, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+        if (check && (op[0] == 'a' || rank == root))
+            for (long i = 0; i < n; i++)
+                if (b[i] != (int)(i % 1000) * size + size * (size - 1) / 2) return 0;
+    } else if (!strcmp(op, "allgather")) {
+        if (check)
+            for (long i = 0; i < per; i++) a[i] = rank * 7919 + (int)i;
+        MPI_Allgather(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD);
+        if (check)
+            for (int r = 0; r < size; r++)
+                for (long i = 0; i < per; i++) if (b[r * per + i] != r * 7919 + (int)i) return 0;
+    } else if (!strcmp(op, "reduce_scatter_block")) {
+        if (check)
+            for (long i = 0; i < per * size; i++) a[i] = (int)(i % 977) + rank;
+        MPI_Reduce_scatter_block(a, b, (int)per, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (check)
+            for (long i = 0; i < per; i++)
+                if (b[i] != (int)((rank * per + i) % 977) * size + size * (size - 1) / 2) return 0;
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *ops = "bcast,allreduce", *sizes = "1K,64K,1M";
+    int iters = 5, warmup = 1, root = 0;
+    double budget = 1e9;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc)
+            return usage(rank, "every option needs a value");
+        if (!strcmp(argv[i], "--ops")) ops = argv[++i];
+        else if (!strcmp(argv[i], "--sizes")) sizes = argv[++i];
+        else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--root")) root = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--budget")) budget = atof(argv[++i]);
+        else return usage(rank, "unknown option");
+    }
+    if (iters < 1 || warmup < 0 || root < 0 || root >= size || budget <= 0)
+        return usage(rank, "--iters must be >= 1, --warmup >= 0, --root a rank, --budget > 0");
+    char *op_list = strdup(ops);
+    for (char *op = strtok(op_list, ","); op; op = strtok(NULL, ",")) {
+        if (strcmp(op, "bcast") && strcmp(op, "allreduce") && strcmp(op, "reduce") &&
+            strcmp(op, "allgather") && strcmp(op, "reduce_scatter_block") && strcmp(op, "barrier"))
+            return usage(rank, "unknown operation in --ops");
+        char *size_list = strdup(sizes), *save;
+        for (char *s = strtok_r(size_list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+            long bytes = parse_size(s);
+            if (bytes < 0)
+                return usage(rank, "bad size in --sizes");
+            long n = bytes / (long)sizeof(int);
+            if (!strcmp(op, "allgather") || !strcmp(op, "reduce_scatter_block"))
+                n = n / size * size;
+            int *a = malloc((size_t)(n + 1) * sizeof(int)), *b = malloc((size_t)(n + 1) * sizeof(int));
+            double *times = malloc((size_t)iters * sizeof(double)), spent = 0;
+            int done = 0, ok = 1;
+            for (int it = 0; it < warmup + iters; it++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = MPI_Wtime();
+                ok &= run(op, a, b, n, root, rank, size, it == 0);
+                double mine = MPI_Wtime() - t0, worst;
+                MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                if (it == 0) {
+                    int all_ok;
+                    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+                    if (!all_ok) {
+                        if (rank == 0)
+                            fprintf(stderr, "collbench: %s of %ld bytes gave a wrong result\n", op, bytes);
+                        MPI_Abort(MPI_COMM_WORLD, 3);
+                    }
+                }
+                if (it >= warmup) {
+                    times[done++] = worst;
+                    spent += worst;
+                    int stop = spent >= budget;
+                    MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
+                    if (stop)
+                        break;
+                }
+            }
+            qsort(times, (size_t)done, sizeof(double), cmp_double);
+            if (rank == 0) {
+                printf("{\"op\": \"%s\", \"bytes\": %ld, \"ranks\": %d, \"iters\": %d, \"min_s\": %.6f, "
+                       "\"median_s\": %.6f, \"max_s\": %.6f}\n", op, n * (long)sizeof(int), size, done,
+                       times[0], done % 2 ? times[done / 2] : (times[done / 2 - 1] + times[done / 2]) / 2,
+                       times[done - 1]);
+                fflush(stdout);
+            }
+            free(a);
+            free(b);
+            free(times);
+        }
+        free(size_list);
+    }
+    free(op_list);
+    MPI_Finalize();
+    return 0;
+}

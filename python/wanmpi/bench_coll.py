@@ -1,0 +1,229 @@
+"""`wanmpi bench coll`: WAN-aware collectives against the MPIs' own, side by side.
+
+For every one-way WAN delay asked for, every variant runs bench/collbench
+(one job per variant and delay: all operations and sizes) on the running
+testbed, and the table shows each median time, its ratio to the lower bound
+of ../shared/design/collectives.md and the speed-up of wanmpi's multi-lane
+algorithms over every other variant:
+
+  bcast      max(M/b, M/B) + d
+  allreduce  2 M (P-1) / (P b) + d, plus M/B when the WAN is the narrower pipe
+(b: a node's NIC rate, B: the WAN rate, d: one-way delay, P: ranks; raw rates,
+no header overhead deducted.) The emulator's drops and late releases during
+each job are recorded, so a result taken while the emulator fell behind shows.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import emulator, launch, net, paths, units
+from .topo import Topology
+
+COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
+SINGLE_LANE = {f"WANMPI_{c.upper()}": "singlelane" for c in COLLECTIVES}
+TUNED_BEST = ["--mca", "coll_tuned_use_dynamic_rules", "1",
+              "--mca", "coll_tuned_bcast_algorithm", "3",                 # pipeline
+              "--mca", "coll_tuned_bcast_algorithm_segmentsize", "32768",
+              "--mca", "coll_tuned_allreduce_algorithm", "4"]             # ring
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    mpi: str
+    wanmpi: bool
+    env: dict = field(default_factory=dict)
+    extra_args: tuple = ()
+
+
+VARIANTS = {v.name: v for v in (
+    Variant("wanmpi", "openmpi", True),
+    Variant("wanmpi-1lane", "openmpi", True, SINGLE_LANE),
+    Variant("ompi", "openmpi", False),
+    Variant("ompi-han", "openmpi", False, extra_args=("--mca", "coll_han_priority", "100")),
+    Variant("ompi-tuned", "openmpi", False, extra_args=tuple(TUNED_BEST)),
+    Variant("mpich", "mpich", False),
+    Variant("wanmpi-mpich", "mpich", True),
+)}
+REFERENCE = "wanmpi"
+DEFAULT_SIZES = "1K,16K,256K,1M,4M,8M"
+QUICK_SIZES = "1K,64K,1M"
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot run as asked; the message says why."""
+
+
+@dataclass
+class Result:
+    delay_ms: float
+    variant: str
+    op: str
+    bytes: int
+    ranks: int
+    iters: int
+    median_s: float
+    min_s: float
+    bound_s: float
+    drops: int
+    late_1ms: int
+
+    @property
+    def of_bound(self) -> float:
+        return self.median_s / self.bound_s
+
+
+def lower_bound(topo: Topology, op: str, size: int, ranks: int, delay_ms: float) -> float:
+    b = min(c.nic_bps for c in topo.clusters) / 8
+    B = min(l.rate_bps for l in topo.links) / 8
+    d = delay_ms / 1000
+    if op == "allreduce":
+        return 2 * size * (ranks - 1) / (ranks * b) + d + (size / B if B < b else 0)
+    return max(size / b, size / B) + d
+
+
+def parse_variants(text: str) -> list[Variant]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise BenchError(f"--variants: unknown {', '.join(unknown) or '(none given)'} "
+                         f"(known: {', '.join(VARIANTS)})")
+    return [VARIANTS[n] for n in names]
+
+
+def parse_delays(text: str) -> list[float]:
+    """'0,2,5,10' -> one-way delays in ms."""
+    delays = []
+    for item in text.split(","):
+        try:
+            delay = float(item)
+        except ValueError:
+            raise BenchError(f"--delays: {item.strip()!r} is not a delay in ms (e.g. 0,2,5,10)") from None
+        if not 0 <= delay <= 1000:
+            raise BenchError(f"--delays: {delay:g} ms is outside [0, 1000]")
+        delays.append(delay)
+    return delays
+
+
+def parse_sizes(text: str) -> list[int]:
+    """'1K,64K,1M' -> bytes (K, M, G are powers of 1024, as collbench reads them)."""
+    sizes = []
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)([KMG]?)\s*", item)
+        if not m:
+            raise BenchError(f"--sizes: {item.strip()!r} is not a size such as 4096, 64K or 8M")
+        sizes.append(int(m[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m[2]])
+    return sizes
+
+
+def set_delay(delay_ms: float) -> None:
+    for (link, direction), values in emulator.settings().items():
+        emulator.request({"cmd": "set", "link": link, "dir": direction, **values,
+                          "delay_us": int(round(delay_ms * 1000))})
+
+
+def emulator_totals() -> tuple[int, int]:
+    drops = late = 0
+    for c in emulator.counters().values():
+        drops += c["drop_queue"] + c["drop_loss"]
+        late += c.get("late_1ms", 0)
+    return drops, late
+
+
+def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],
+                timeout: float) -> list[dict]:
+    mpi = launch.launcher(v.mpi)
+    program = str(paths.BUILD / v.mpi / "collbench")
+    if not Path(program).exists():
+        raise BenchError(f"{program} is not built: run `make build`")
+    job = launch.Job(topo, [program, *args], launch.placement(topo, ranks, mapping), dict(v.env),
+                     list(v.extra_args), wanmpi=v.wanmpi)
+    with tempfile.TemporaryFile("w+") as out:
+        status = launch.run_job(mpi, job, timeout=timeout, stdout=out)
+        out.seek(0)
+        text = out.read()
+    if status != 0:
+        raise BenchError(f"variant {v.name}: the job failed with status {status}: {text[-500:]}")
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[str], sizes: str,
+        iters: int, ranks: int | None, mapping: str | None, json_path: str | None,
+        plot_dir: str | None, timeout: float) -> int:
+    state = net.State.load()
+    if state is None or state.topology_text != topo.text:
+        raise BenchError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
+    problems = net.health(state)
+    if problems:
+        raise BenchError("the testbed is not healthy: " + "; ".join(problems))
+    ranks = ranks or len(topo.nodes)
+    args = ["--ops", ",".join(ops), "--sizes", sizes, "--iters", str(iters), "--warmup", "1",
+            "--budget", "20"]
+    saved = emulator.settings()
+    results: list[Result] = []
+    started = time.monotonic()
+    try:
+        for delay in delays:
+            set_delay(delay)
+            for v in variants:
+                print(f"[{time.monotonic() - started:6.0f} s] delay {delay:g} ms: {v.name}", flush=True)
+                d0, l0 = emulator_totals()
+                rows = run_variant(topo, v, ranks, mapping, args, timeout)
+                d1, l1 = emulator_totals()
+                for r in rows:
+                    results.append(Result(delay, v.name, r["op"], r["bytes"], r["ranks"], r["iters"],
+                                          r["median_s"], r["min_s"],
+                                          lower_bound(topo, r["op"], r["bytes"], r["ranks"], delay),
+                                          d1 - d0, l1 - l0))
+    finally:
+        try:
+            emulator.apply(saved)
+        except (emulator.EmulatorError, OSError) as e:
+            print(f"wanmpi: could not restore the WAN settings ({e}); check `wanmpi link show`")
+    print_table(results, [v.name for v in variants])
+    if json_path:
+        Path(json_path).write_text(json.dumps([{**asdict(r), "of_bound": r.of_bound} for r in results],
+                                              indent=1))
+    if plot_dir:
+        from . import plot
+        for path in plot.collectives(results, Path(plot_dir)):
+            print(f"plot: {path}")
+    return 0
+
+
+def print_table(results: list[Result], variants: list[str]) -> None:
+    keyed = {(r.delay_ms, r.variant, r.op, r.bytes): r for r in results}
+    for delay in sorted({r.delay_ms for r in results}):
+        for op in dict.fromkeys(r.op for r in results):
+            sizes = sorted({r.bytes for r in results if r.op == op and r.delay_ms == delay})
+            print(f"\n{op}, one-way delay {delay:g} ms: median seconds (x lower bound)")
+            print(f"  {'size':>8} {'bound':>8} " + " ".join(f"{v:>20}" for v in variants))
+            for size in sizes:
+                cells = []
+                for v in variants:
+                    r = keyed.get((delay, v, op, size))
+                    cells.append(f"{r.median_s:>11.4f} ({r.of_bound:5.2f}x)" if r else f"{'-':>20}")
+                any_r = next(r for r in results if r.op == op and r.bytes == size and r.delay_ms == delay)
+                print(f"  {units.format_size(size):>8} {any_r.bound_s:>8.4f} " + " ".join(cells))
+            ref = [keyed.get((delay, REFERENCE, op, s)) for s in sizes]
+            if any(ref):
+                print(f"  speed-up of {REFERENCE} (other / {REFERENCE}):")
+                for v in variants:
+                    if v == REFERENCE:
+                        continue
+                    ratios = []
+                    for s, rr in zip(sizes, ref):
+                        o = keyed.get((delay, v, op, s))
+                        ratios.append(f"{o.median_s / rr.median_s:6.2f}" if o and rr else "     -")
+                    print(f"  {v:>20}: " + " ".join(ratios))
+    drops = {}
+    for r in results:
+        drops[(r.delay_ms, r.variant)] = (r.drops, r.late_1ms)
+    worst = max((d for d, _ in drops.values()), default=0)
+    late = max((l for _, l in drops.values()), default=0)
+    print(f"\nemulator: at most {worst} drops and {late} packets released > 1 ms late in one job")

@@ -1,0 +1,36 @@
+"""What libwanmpi needs from a topology: the library to preload for an MPI and
+the environment of every rank.
+
+The variable names are defined in lib/src/common/settings.h (their one home
+on the C side, with defaults and meanings); this module only fills them in
+from the topology, so that a job's collectives follow the topology file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import paths
+from .topo import Topology
+
+
+def library(mpi: str) -> Path:
+    return paths.LIBWANMPI_DIR / f"libwanmpi-{mpi}.so"
+
+
+def environment(topo: Topology) -> dict[str, str]:
+    """WANMPI_* settings for every rank of a job on `topo`."""
+    c = topo.collectives
+    env = {
+        # every rank finds its cluster by matching its addresses against these
+        "WANMPI_CLUSTER_MAP": ";".join(f"{cl.name}={cl.network}" for cl in topo.clusters),
+        # feed the default number of lanes, min(n_c, ceil(WAN / NIC))
+        "WANMPI_WAN_RATE": str(min((l.rate_bps for l in topo.links), default=0) or 1),
+        "WANMPI_NIC_RATE": str(min(cl.nic_bps for cl in topo.clusters)),
+        "WANMPI_CHUNK": str(c.chunk_bytes),
+        "WANMPI_SMALL": str(c.small_bytes),
+    }
+    if c.lanes is not None:
+        env["WANMPI_LANES"] = str(c.lanes)
+    for coll, algorithm in c.algorithms:
+        env[f"WANMPI_{coll.upper()}"] = algorithm
+    return env

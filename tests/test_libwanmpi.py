@@ -1,0 +1,135 @@
+"""libwanmpi on the testbed: every collective it replaces gives exactly the MPI
+library's result (tests/programs/collcheck checks each case against PMPI and
+against its own computation), for both MPIs, C and Fortran, any rank placement,
+two and three clusters; it changes nothing else; bad settings are reported."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+
+from conftest import MPIS, bring_up, program, wanmpi
+from wanmpi import net
+
+THREE = "examples/three-clusters.toml"
+
+
+def stats(directory) -> list[dict]:
+    return [json.loads(open(f).read()) for f in sorted(glob.glob(os.path.join(directory, "stats-*.json")))]
+
+
+def calls(ranks: list[dict], coll: str, alg: str) -> int:
+    return sum(r["collectives"].get(coll, {}).get(alg, 0) for r in ranks)
+
+
+def run(mpi, prog, *args, ranks=8, map=None, env=(), topology=None, timeout=600):
+    cmd = ["run", "--mpi", mpi, "-n", str(ranks), "--timeout", str(timeout - 30)]
+    if map:
+        cmd += ["--map", map]
+    if topology:
+        cmd += ["--topology", topology]
+    if mpi == "openmpi":
+        # Open MPI 4.1's AVX sums saturate 8-bit integers (open-mpi/ompi#8045):
+        # keep its reference honest
+        env = [*env, "OMPI_MCA_op=^avx"]
+    for e in env:
+        cmd += ["-x", e]
+    return wanmpi(*cmd, program(mpi, prog), *args, timeout=timeout)
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("placement", ["block", "interleave"])
+def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
+    done = run(mpi, "collcheck", "--seed", "7" if placement == "block" else "8", "--cases", "120",
+               "--max-bytes", "2000000", map=placement, env=[f"WANMPI_STATS={tmp_path}/stats-%r.json"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collcheck: 120 cases ok" in done.stdout
+    ranks = stats(tmp_path)
+    assert len(ranks) == 8
+    for coll in ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block"):
+        assert calls(ranks, coll, "multilane") > 0, f"{coll} never took the multi-lane path"
+        assert calls(ranks, coll, "singlelane") > 0, f"{coll} never took the small-message path"
+    assert calls(ranks, "barrier", "multilane") > 0
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_single_lane_and_tiny_chunks_are_exact(two_clusters, mpi):
+    """The baseline algorithms, and the pipeline cut into 1 KB chunks (many
+    pieces in flight, counts never divisible by the chunk)."""
+    single = [f"WANMPI_{c}=singlelane" for c in ("BCAST", "ALLREDUCE", "REDUCE", "ALLGATHER",
+                                                  "REDUCE_SCATTER_BLOCK")]
+    done = run(mpi, "collcheck", "--seed", "11", "--cases", "60", "--max-bytes", "500000", env=single)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run(mpi, "collcheck", "--seed", "12", "--cases", "60", "--max-bytes", "500000",
+               env=["WANMPI_CHUNK=1024", "WANMPI_SMALL=0", "WANMPI_LANES=3"])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def three_clusters():
+    t = bring_up(THREE)
+    yield t
+    net.teardown(net.State.load())
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_three_clusters_are_exact(three_clusters, mpi):
+    done = run(mpi, "collcheck", "--seed", "21", "--cases", "80", "--max-bytes", "1000000",
+               topology=THREE, map="interleave")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collcheck: 80 cases ok" in done.stdout
+
+
+@pytest.mark.parametrize("source", ["collcheck_f90", "collcheck_f77"])
+def test_fortran_reaches_wanmpi(two_clusters, tmp_path, source):
+    done = run("openmpi", source, map="interleave", env=[f"WANMPI_STATS={tmp_path}/stats-%r.json"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cases ok" in done.stdout
+    ranks = stats(tmp_path)
+    for coll in ("bcast", "allreduce"):
+        ours = calls(ranks, coll, "multilane") + calls(ranks, coll, "singlelane")
+        assert ours > 0, f"Fortran {coll} calls did not reach libwanmpi: {ranks[0]}"
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_program_without_collectives_is_unchanged(two_clusters, mpi):
+    plain = run(mpi, "ring", "--bytes", "300000")
+    plain_alone = wanmpi("run", "--mpi", mpi, "-n", "8", "--no-wanmpi", program(mpi, "ring"),
+                         "--bytes", "300000")
+    assert plain.returncode == plain_alone.returncode == 0, plain.stdout + plain.stderr
+    assert plain.stdout == plain_alone.stdout
+    assert plain.stderr == plain_alone.stderr == ""
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_library_prints_nothing_unless_asked(two_clusters, mpi):
+    ours = wanmpi("run", "--mpi", mpi, "-n", "8", "--map", "interleave", program(mpi, "where"))
+    alone = wanmpi("run", "--mpi", mpi, "-n", "8", "--map", "interleave", "--no-wanmpi",
+                   program(mpi, "where"))
+    assert ours.returncode == alone.returncode == 0, ours.stdout + ours.stderr
+    assert ours.stdout == alone.stdout
+    assert ours.stderr == ""
+
+
+def test_no_wanmpi_does_not_load_the_library(two_clusters, tmp_path):
+    done = wanmpi("run", "-n", "8", "--no-wanmpi", "-x", f"WANMPI_STATS={tmp_path}/stats-%r.json",
+                  program("openmpi", "where"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert stats(tmp_path) == []
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("WANMPI_LANES=0", "WANMPI_LANES=0: expected an integer from 1"),
+    ("WANMPI_CHUNK=12x", "WANMPI_CHUNK=12x: expected an integer"),
+    ("WANMPI_BCAST=fastest", "WANMPI_BCAST=fastest: expected multilane, singlelane or mpi"),
+    ("WANMPI_CLUSTER_MAP=a=10.99.0.0/24", "none of this host's addresses"),
+    ("WANMPI_CLUSTER_MAP=a=300.1.0.0/24", "'300.1.0.0/24' is not an IPv4 network"),
+    ("WANMPI_CLUSTER_MAP=a198.18.0.0/24", "expected NAME=NETWORK"),
+])
+def test_bad_setting_is_reported(two_clusters, setting, message):
+    done = wanmpi("run", "-n", "4", "--map", "a0,a1,b0,b1", "-x", setting, "--timeout", "60",
+                  program("openmpi", "where"), timeout=120)
+    assert done.returncode not in (0, 124), done.stdout + done.stderr
+    assert message in done.stdout + done.stderr
