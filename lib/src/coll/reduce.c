@@ -5,26 +5,30 @@
  * allreduce and reduce: lane p mod k of the cluster; for reduce-scatter the
  * rank that receives the block in its own cluster, a lane elsewhere):
  *
- *   1. local: every rank sends its piece to its cluster's owner, which reduces
- *      the contributions in rank order into the cluster's partial P_X;
- *   2. WAN:   owners send P_X to the owners in the clusters that need the
+ *   1. local reduce: the piece travels a chain through the cluster in ring
+ *      order, starting after the owner and ending at it; every rank adds its
+ *      own contribution and passes it on, so the owner ends with the
+ *      cluster's partial P_X;
+ *   2. WAN: owners send P_X to the owners in the clusters that need the
  *      result (allreduce: all of them, an exchange; reduce: the root's
  *      cluster; reduce-scatter: the block's cluster), which combine
  *      F = P_0 op P_1 op ... in cluster order;
- *   3. local: owners send F to the ranks that need it (allreduce: every rank
- *      of the cluster; reduce: the root).
+ *   3. local distribution: allreduce: F travels the ring from the owner to
+ *      every rank of the cluster; reduce: the owner sends F to the root.
  *
- * Every piece moves on as soon as its inputs are there, so the three stages
- * of different pieces overlap (a pipeline); each rank owns 1/k of the pieces,
- * so at most k ranks per cluster send across the WAN, and the WAN carries
- * each partial once per direction: the minimum. Because every cluster's
- * owner combines the same partials in the same order, every rank ends with
- * the identical result, bit for bit, also for floating point.
+ * Every rank receives its chain traffic from one neighbour only (its
+ * predecessor in the ring), so no switch port sees an incast, and every
+ * rank sends about 2 M (P-1)/P in total when all ranks are lanes: the lower
+ * bound. Pieces move on as soon as their inputs are there, so the stages of
+ * different pieces overlap (a pipeline). The WAN carries each partial once
+ * per direction: the minimum. Because every cluster's owner combines the
+ * same partials in the same order, every rank ends with the identical
+ * result, bit for bit, also for floating point.
  *
- *   piece:      p0    p1    p2    p3 ...
- *   stage 1   ..t0    t1    t2    t3
- *   stage 2         ..t1+d  t2+d  ...       (d: one-way WAN delay)
- *   stage 3               ..    t2+d  ...
+ *   piece:        p0     p1     p2 ...
+ *   ring (local)  t0-t2  t1-t3  t2-t4
+ *   WAN                  t3+d   t4+d         (d: one-way WAN delay)
+ *   ring (final)              ..t4+d ...
  *
  * Non-commutative operations are not handled here (api.c sends them to the
  * MPI library, which keeps the canonical order).
@@ -39,13 +43,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct owned {                  /* a piece this rank owns in its cluster */
-    char *acc;                  /* my cluster's partial */
-    char *final;                /* F: in the output staging area or its own slot */
-    char *contrib;              /* [n_X] contribution slots, by rank index in my cluster */
-    char *partial;              /* [nclusters] partial slots, by cluster */
-    char *arrived;              /* [n_X] */
-    int next_local;             /* contributions are reduced in rank order up to here */
+struct piece {                  /* what this rank keeps for one piece */
+    char *slot;                 /* the partial received from my ring predecessor; the owner's P_X */
+    char *partial;              /* owner: [nclusters] partials from the other clusters */
+    char *final;                /* owner: F, in the output staging area or its own slot */
     int partials_left;
     int local_done;
 };
@@ -62,10 +63,13 @@ struct red {
     int64_t chunk, per_block, pieces;
     char *out;                  /* where F lands for my outputs, element 0 = out_first */
     int64_t out_first, out_count;
-    int64_t *slot_of;           /* [pieces] index into owned, -1 if not mine */
-    struct owned *owned;
+    struct piece *piece;        /* [pieces] */
     size_t slot_bytes;
 };
+
+/* tags: two kinds of message per piece */
+#define PARTIAL_TAG(p) ((int)(2 * (p)))
+#define FINAL_TAG(p) ((int)(2 * (p) + 1))
 
 /* ---- geometry ---- */
 
@@ -106,6 +110,22 @@ static int owner(const struct red *r, int x, int64_t p)
     return wm_lane_rank(wc, x, (int)(p % wm_lanes(wc, x)));
 }
 
+/* My position in piece p's ring: 0 follows the owner, n-1 is the owner. */
+static int ring_position(const struct red *r, int64_t p)
+{
+    const struct wm_comm *wc = r->wc;
+    int n = wc->cluster_size[wc->my_cluster], io = wc->index_of[owner(r, wc->my_cluster, p)];
+    return (wc->my_index - io - 1 + 2 * n) % n;
+}
+
+/* The rank at ring position j of piece p in my cluster. */
+static int ring_rank(const struct red *r, int64_t p, int j)
+{
+    const struct wm_comm *wc = r->wc;
+    int X = wc->my_cluster, n = wc->cluster_size[X], io = wc->index_of[owner(r, X, p)];
+    return wc->members[X][(io + 1 + j) % n];
+}
+
 /* Does this rank need the final value of piece p? */
 static int wants_final(const struct red *r, int64_t p)
 {
@@ -126,80 +146,77 @@ static char *out_piece(const struct red *r, int64_t p)
     return at(r, r->out, piece_offset(r, p) - r->out_first);
 }
 
-/* ---- the pipeline ---- */
-
-static int send_final(struct wm_sched *s, struct red *r, int64_t p, struct owned *o)
+static const char *in_piece(const struct red *r, int64_t p)
 {
-    const struct wm_comm *wc = r->wc;
-    int X = wc->my_cluster, n = piece_count(r, p);
-    if (r->mode == WM_TO_ALL) {
-        for (int i = 0; i < wc->cluster_size[X]; i++)
-            if (i != wc->my_index)
-                wm_sched_send(s, o->final, n, r->type, wc->members[X][i], (int)p, NULL, NULL, 0);
-    } else if (r->mode == WM_TO_ROOT && wc->rank != r->root) {
-        wm_sched_send(s, o->final, n, r->type, r->root, (int)p, NULL, NULL, 0);
-    }
-    return s->err;
+    return at(r, r->in, piece_offset(r, p));
 }
 
-static int try_finish(struct wm_sched *s, struct red *r, int64_t p, struct owned *o)
+/* ---- the pipeline ---- */
+
+static int try_finish(struct wm_sched *s, struct red *r, int64_t p)
 {
-    if (!o->local_done || o->partials_left > 0)
+    struct piece *pc = &r->piece[p];
+    if (!pc->local_done || pc->partials_left > 0)
         return MPI_SUCCESS;
     const struct wm_comm *wc = r->wc;
     int n = piece_count(r, p), rc;
     for (int c = 0; c < wc->nclusters; c++) {
-        const char *part = c == wc->my_cluster ? o->acc : o->partial + (size_t)c * r->slot_bytes;
-        rc = c == 0 ? wm_copy_elements(o->final, part, n, r->type, &r->l)
-                    : PMPI_Reduce_local(part, o->final, n, r->type, r->op);
+        const char *part = c == wc->my_cluster ? pc->slot : pc->partial + (size_t)c * r->slot_bytes;
+        rc = c == 0 ? wm_copy_elements(pc->final, part, n, r->type, &r->l)
+                    : PMPI_Reduce_local(part, pc->final, n, r->type, r->op);
         if (rc != MPI_SUCCESS)
             return rc;
     }
-    return send_final(s, r, p, o);
+    if (r->mode == WM_TO_ALL && wc->cluster_size[wc->my_cluster] > 1)
+        wm_sched_send(s, pc->final, n, r->type, ring_rank(r, p, 0), FINAL_TAG(p), NULL, NULL, 0);
+    else if (r->mode == WM_TO_ROOT && wc->rank != r->root)
+        wm_sched_send(s, pc->final, n, r->type, r->root, FINAL_TAG(p), NULL, NULL, 0);
+    return s->err;
 }
 
-static int local_progress(struct wm_sched *s, struct red *r, int64_t p, struct owned *o)
+/* The owner has its cluster's partial: send it to the clusters that need it. */
+static int partial_ready(struct wm_sched *s, struct red *r, int64_t p)
 {
     const struct wm_comm *wc = r->wc;
-    int nX = wc->cluster_size[wc->my_cluster], n = piece_count(r, p), rc;
-    while (o->next_local < nX) {
-        int i = o->next_local;
-        if (i != wc->my_index) {
-            if (!o->arrived[i])
-                return MPI_SUCCESS;
-            rc = PMPI_Reduce_local(o->contrib + (size_t)i * r->slot_bytes, o->acc, n, r->type, r->op);
-            if (rc != MPI_SUCCESS)
-                return rc;
-        }
-        o->next_local++;
-    }
-    if (o->local_done)
-        return MPI_SUCCESS;
-    o->local_done = 1;
-    /* my cluster's partial is complete: send it to the clusters that need it */
+    struct piece *pc = &r->piece[p];
+    pc->local_done = 1;
     for (int x = 0; x < wc->nclusters; x++)
         if (x != wc->my_cluster && is_home(r, x, p))
-            wm_sched_send(s, o->acc, n, r->type, owner(r, x, p), (int)p, NULL, NULL, 0);
-    if (!is_home(r, wc->my_cluster, p))
-        return s->err;
-    return try_finish(s, r, p, o);
+            wm_sched_send(s, pc->slot, piece_count(r, p), r->type, owner(r, x, p), PARTIAL_TAG(p),
+                          NULL, NULL, 0);
+    return is_home(r, wc->my_cluster, p) ? try_finish(s, r, p) : s->err;
 }
 
-static int on_contribution(struct wm_sched *s, void *arg, long item)
+/* The partial of my ring predecessor arrived: add mine, pass it on. */
+static int on_ring_partial(struct wm_sched *s, void *arg, long p)
 {
     struct red *r = arg;
-    int64_t p = item / r->wc->size;
-    struct owned *o = &r->owned[r->slot_of[p]];
-    o->arrived[item % r->wc->size] = 1;
-    return local_progress(s, r, p, o);
+    struct piece *pc = &r->piece[p];
+    int n = piece_count(r, p), j = ring_position(r, p);
+    int rc = PMPI_Reduce_local(in_piece(r, p), pc->slot, n, r->type, r->op);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (j == r->wc->cluster_size[r->wc->my_cluster] - 1)
+        return partial_ready(s, r, p);
+    return wm_sched_send(s, pc->slot, n, r->type, ring_rank(r, p, j + 1), PARTIAL_TAG(p), NULL, NULL, 0);
 }
 
 static int on_partial(struct wm_sched *s, void *arg, long p)
 {
     struct red *r = arg;
-    struct owned *o = &r->owned[r->slot_of[p]];
-    o->partials_left--;
-    return try_finish(s, r, p, o);
+    r->piece[p].partials_left--;
+    return try_finish(s, r, p);
+}
+
+/* F arrived from my ring predecessor (allreduce): pass it on. */
+static int on_final(struct wm_sched *s, void *arg, long p)
+{
+    struct red *r = arg;
+    int j = ring_position(r, p);
+    if (r->mode != WM_TO_ALL || j >= r->wc->cluster_size[r->wc->my_cluster] - 2)
+        return MPI_SUCCESS;
+    return wm_sched_send(s, out_piece(r, p), piece_count(r, p), r->type, ring_rank(r, p, j + 1),
+                         FINAL_TAG(p), NULL, NULL, 0);
 }
 
 int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
@@ -214,10 +231,10 @@ int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *rec
     r.in = in_place ? recvbuf : sendbuf;
     int64_t chunk_elems = (int64_t)(wm_chunk_bytes() / (size_t)r.l.size);
     if (mode == WM_SCATTER_BLOCKS) {
-        r.per_block = wm_pieces(wc, count, chunk_elems, wc->size, &r.chunk);
+        r.per_block = wm_pieces(wc, count, chunk_elems, 2 * (int64_t)wc->size, &r.chunk);
         r.pieces = r.per_block * wc->size;
     } else {
-        r.pieces = wm_pieces(wc, count, chunk_elems, 1, &r.chunk);
+        r.pieces = wm_pieces(wc, count, chunk_elems, 2, &r.chunk);
         r.per_block = r.pieces;
     }
 
@@ -230,55 +247,52 @@ int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *rec
         r.out = in_place ? wm_alloc_elements(&r.l, r.out_count, &out_base) : recvbuf;
     }
 
-    /* the pieces I own, with room for everything they receive */
-    r.slot_of = malloc((size_t)r.pieces * sizeof *r.slot_of);
-    if (!r.slot_of)
-        wm_fatal("out of memory (reduction plan of %lld pieces)", (long long)r.pieces);
-    int64_t nowned = 0;
-    for (int64_t p = 0; p < r.pieces; p++)
-        r.slot_of[p] = owner(&r, X, p) == me ? nowned++ : -1;
+    /* room: a ring slot for every piece; owners also C partials and F */
     r.slot_bytes = (size_t)(r.l.true_extent + (r.chunk - 1) * r.l.extent);
-    size_t slots = (size_t)nX + (size_t)C + 2;       /* contrib[nX], partial[C], acc, final */
-    r.owned = calloc((size_t)(nowned ? nowned : 1), sizeof *r.owned);
-    char *slab = malloc((size_t)(nowned ? nowned : 1) * slots * r.slot_bytes);
-    char *flags = calloc((size_t)(nowned ? nowned : 1) * (size_t)nX, 1);
-    if (!r.owned || !slab || !flags)
-        wm_fatal("out of memory: %lld owned pieces of %zu bytes for a reduction",
-                 (long long)nowned, r.slot_bytes);
+    r.piece = calloc((size_t)r.pieces, sizeof *r.piece);
+    int64_t owned = 0;
+    for (int64_t p = 0; p < r.pieces; p++)
+        owned += owner(&r, X, p) == me;
+    size_t slots = (size_t)r.pieces + (size_t)owned * ((size_t)C + 1);
+    char *slab = malloc(slots * r.slot_bytes), *next = slab;
+    if (!r.piece || !slab)
+        wm_fatal("out of memory: %zu slots of %zu bytes for a reduction", slots, r.slot_bytes);
+    next -= r.l.true_lb;
 
     struct wm_sched s;
     wm_sched_init(&s, wc);
-    for (int64_t p = 0; p < r.pieces && s.err == MPI_SUCCESS; p++) {
-        int n = piece_count(&r, p);
-        const char *mine = at(&r, r.in, piece_offset(&r, p));
-        if (r.slot_of[p] < 0) {
-            if (wants_final(&r, p))
-                wm_sched_recv(&s, out_piece(&r, p), n, type, owner(&r, X, p), (int)p, NULL, NULL, 0);
-            wm_sched_send(&s, mine, n, type, owner(&r, X, p), (int)p, NULL, NULL, 0);
-            continue;
+    for (int64_t p = 0; p < r.pieces && s.err == MPI_SUCCESS && rc == MPI_SUCCESS; p++) {
+        struct piece *pc = &r.piece[p];
+        int n = piece_count(&r, p), j = ring_position(&r, p), is_owner = j == nX - 1;
+        pc->slot = next;
+        next += r.slot_bytes;
+        if (is_owner) {
+            pc->partial = next;
+            next += (size_t)C * r.slot_bytes;
+            pc->final = wants_final(&r, p) ? out_piece(&r, p) : next;
+            next += r.slot_bytes;
+            if (is_home(&r, X, p))
+                for (int x = 0; x < C; x++)
+                    if (x != X) {
+                        pc->partials_left++;
+                        wm_sched_recv(&s, pc->partial + (size_t)x * r.slot_bytes, n, type, owner(&r, x, p),
+                                      PARTIAL_TAG(p), on_partial, &r, (long)p);
+                    }
+        } else if (wants_final(&r, p)) {
+            int from = mode == WM_TO_ALL ? (j == 0 ? owner(&r, X, p) : ring_rank(&r, p, j - 1))
+                                         : owner(&r, X, p);
+            wm_sched_recv(&s, out_piece(&r, p), n, type, from, FINAL_TAG(p), on_final, &r, (long)p);
         }
-        struct owned *o = &r.owned[r.slot_of[p]];
-        char *base = slab + (size_t)r.slot_of[p] * slots * r.slot_bytes - r.l.true_lb;
-        o->contrib = base;
-        o->partial = base + (size_t)nX * r.slot_bytes;
-        o->acc = base + (size_t)(nX + C) * r.slot_bytes;
-        o->final = wants_final(&r, p) ? out_piece(&r, p) : base + (size_t)(nX + C + 1) * r.slot_bytes;
-        o->arrived = flags + (size_t)r.slot_of[p] * nX;
-        if ((rc = wm_copy_elements(o->acc, mine, n, type, &r.l)) != MPI_SUCCESS)
-            break;
-        for (int i = 0; i < nX; i++)
-            if (i != wc->my_index)
-                wm_sched_recv(&s, o->contrib + (size_t)i * r.slot_bytes, n, type, wc->members[X][i],
-                              (int)p, on_contribution, &r, (long)(p * wc->size + i));
-        if (is_home(&r, X, p))
-            for (int x = 0; x < C; x++)
-                if (x != X) {
-                    o->partials_left++;
-                    wm_sched_recv(&s, o->partial + (size_t)x * r.slot_bytes, n, type, owner(&r, x, p),
-                                  (int)p, on_partial, &r, (long)p);
-                }
-        if (nX == 1)
-            local_progress(&s, &r, p, o);
+        if (nX == 1) {                          /* alone in my cluster: my input is the partial */
+            rc = wm_copy_elements(pc->slot, in_piece(&r, p), n, type, &r.l);
+            if (rc == MPI_SUCCESS)
+                rc = partial_ready(&s, &r, p);
+        } else if (j == 0) {                    /* head of the ring: start it */
+            wm_sched_send(&s, in_piece(&r, p), n, type, ring_rank(&r, p, 1), PARTIAL_TAG(p), NULL, NULL, 0);
+        } else {
+            wm_sched_recv(&s, pc->slot, n, type, ring_rank(&r, p, j - 1), PARTIAL_TAG(p), on_ring_partial,
+                          &r, (long)p);
+        }
     }
     int run = wm_sched_run(&s);
     if (rc == MPI_SUCCESS)
@@ -286,10 +300,8 @@ int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *rec
     if (rc == MPI_SUCCESS && has_output && in_place)
         rc = wm_copy_elements(recvbuf, r.out, count, type, &r.l);
     free(out_base);
-    free(r.slot_of);
-    free(r.owned);
+    free(r.piece);
     free(slab);
-    free(flags);
     return rc;
 }
 
