@@ -12,8 +12,13 @@ OPENMPI_CC := /usr/bin/mpicc.openmpi
 MPICH_CC := $(VENV)/bin/mpicc
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc dropbear-bin openssh-client
-MPI_PROGRAMS := bench/pingpong.c bench/collbench.c tests/programs/where.c tests/programs/ring.c
+MPI_PROGRAMS := bench/pingpong.c bench/collbench.c tests/programs/where.c tests/programs/ring.c \
+	tests/programs/collcheck.c
+FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f
+OPENMPI_FC := /usr/bin/mpif90.openmpi
+MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
+FFLAGS := -O2 -Wall
 
 .PHONY: all setup apt venv rust build programs wanem lib demo test clean
 
@@ -58,7 +63,8 @@ build/lib/libwanmpi-openmpi.so: $(LIB_SOURCES) $(LIB_HEADERS) | apt
 build/lib/libwanmpi-mpich.so: $(LIB_SOURCES) $(LIB_HEADERS) | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
 
-programs: $(foreach p,$(MPI_PROGRAMS),build/openmpi/$(basename $(notdir $(p))) build/mpich/$(basename $(notdir $(p))))
+programs: $(foreach p,$(MPI_PROGRAMS) $(FORTRAN_PROGRAMS),build/openmpi/$(basename $(notdir $(p))) \
+	build/mpich/$(basename $(notdir $(p))))
 
 build/openmpi/%: bench/%.c | apt
 	@mkdir -p $(@D); $(OPENMPI_CC) $(CFLAGS) -o $@ $<
@@ -68,6 +74,21 @@ build/mpich/%: bench/%.c | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $<
 build/mpich/%: tests/programs/%.c | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $<
+
+# Fortran (-J: module files go beside the program). PyPI's MPICH has no Fortran
+# bindings: tests/programs/mpich-fortran.sh takes Debian's (without installing
+# the mpich packages) and makes $(MPICH_FC); -w because MPICH's mpi module has
+# no interfaces for choice buffers, so every mixed buffer type warns.
+build/openmpi/%: tests/programs/%.f90 | apt
+	@mkdir -p $(@D); $(OPENMPI_FC) $(FFLAGS) -J $(@D) -o $@ $<
+build/openmpi/%: tests/programs/%.f | apt
+	@mkdir -p $(@D); $(OPENMPI_FC) $(FFLAGS) -J $(@D) -o $@ $<
+build/mpich/%: tests/programs/%.f90 $(MPICH_FC)
+	@mkdir -p $(@D); $(MPICH_FC) $(FFLAGS) -w -J $(@D) -o $@ $<
+build/mpich/%: tests/programs/%.f $(MPICH_FC)
+	@mkdir -p $(@D); $(MPICH_FC) $(FFLAGS) -J $(@D) -o $@ $<
+$(MPICH_FC): tests/programs/mpich-fortran.sh | apt venv
+	tests/programs/mpich-fortran.sh build/mpich-fortran $(VENV)
 
 demo: build
 	$(WANMPI) demo
