@@ -1293,7 +1293,8 @@ static int same_clock(void)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: collcheck [--seed N] [--cases N] [--max-bytes N] [--only LIST] [--verbose]\n"
+            "usage: collcheck [--seed N] [--cases N] [--max-bytes N] [--only LIST] [--start N]\n"
+            "                 [--known-bugs avoid|check] [--verbose]\n"
             "  --seed N        seed of the case sequence (default 1)\n"
             "  --cases N       number of cases (default 200)\n"
             "  --max-bytes N   largest buffer of a case in bytes (default 4194304); K, M "
@@ -1327,8 +1328,17 @@ static int parse_args(int argc, char **argv, char *err, size_t n)
         long v;
         if (!strcmp(a, "--verbose")) { opt.verbose = 1; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        static const char *valued[] = {"--seed", "--cases", "--max-bytes", "--only", "--start",
+                                       "--known-bugs"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
+            known |= !strcmp(a, valued[k]);
+        if (!known) {
+            snprintf(err, n, "unknown option: %s", a);
+            return 2;
+        }
         if (i + 1 >= argc) {
-            snprintf(err, n, "unknown or incomplete option: %s", a);
+            snprintf(err, n, "%s needs a value", a);
             return 2;
         }
         const char *val = argv[++i];
