@@ -23,7 +23,7 @@ def environment(topo: Topology) -> dict[str, str]:
     env = {
         # every rank finds its cluster by matching its addresses against these
         "WANMPI_CLUSTER_MAP": ";".join(f"{cl.name}={cl.network}" for cl in topo.clusters),
-        # feed the default number of lanes, min(n_c, ceil(WAN / NIC))
+        # the rates the statistics report (and pacing will use)
         "WANMPI_WAN_RATE": str(min((l.rate_bps for l in topo.links), default=0) or 1),
         "WANMPI_NIC_RATE": str(min(cl.nic_bps for cl in topo.clusters)),
         "WANMPI_CHUNK": str(c.chunk_bytes),

@@ -125,7 +125,7 @@ class WanLink:
 @dataclass(frozen=True)
 class Collectives:
     """How libwanmpi runs the collectives ([collectives] in the file)."""
-    lanes: int | None = None        # k, WAN senders per cluster; None: min(n_c, ceil(WAN / NIC))
+    lanes: int | None = None        # k, WAN senders per cluster; None: the measured best per collective
     chunk_bytes: int = 32 * 1024    # pipeline chunk
     small_bytes: int = 8 * 1024     # up to this size: the single-lane path
     algorithms: tuple[tuple[str, str], ...] = tuple((c, "multilane") for c in COLLECTIVES)

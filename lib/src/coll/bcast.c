@@ -135,9 +135,9 @@ int wm_bcast_multilane(const struct wm_comm *wc, void *buf, int count, MPI_Datat
     for (int x = 0; x < wc->nclusters; x++)
         if (x != R && wc->cluster_size[x] > widest)
             widest = wc->cluster_size[x];
-    b.segments = nR > 1 ? wm_lanes(wc, R) : (wc->lanes < widest ? wc->lanes : widest);
-    if (nR > 1 && b.segments > nR - 1)
-        b.segments = nR - 1;
+    /* automatic: one chain, which measured fastest (docs/libwanmpi.md) */
+    int k = wc->lanes > 0 ? wc->lanes : 1;
+    b.segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
     int64_t nchunks = wm_pieces(wc, b.total, (int64_t)wm_chunk_bytes(), 1, &b.chunk);
     b.max_dest = wc->nclusters;
     b.source = calloc((size_t)b.segments, sizeof(int));

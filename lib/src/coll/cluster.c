@@ -260,22 +260,7 @@ static void destroy_released(void)
 
 int wm_lanes(const struct wm_comm *wc, int c)
 {
-    return wc->lanes < wc->cluster_size[c] ? wc->lanes : wc->cluster_size[c];
-}
-
-static int default_lanes(void)
-{
-    const struct wm_settings *s = wm_settings();
-    if (s->lanes > 0)
-        return s->lanes;
-    if (s->wan_rate > 0 && s->nic_rate > 0) {
-        double k = s->wan_rate / s->nic_rate;
-        int lanes = (int)k;
-        if (lanes < k)
-            lanes++;
-        return lanes < 1 ? 1 : lanes;
-    }
-    return WM_DEFAULT_LANES;
+    return wc->lanes > 0 && wc->lanes < wc->cluster_size[c] ? wc->lanes : wc->cluster_size[c];
 }
 
 static void *checked_calloc(size_t n, size_t size)
@@ -342,7 +327,7 @@ static int build(MPI_Comm comm, struct wm_comm *wc)
     free(names);
     wc->my_cluster = wc->cluster_of[wc->rank];
     wc->my_index = wc->index_of[wc->rank];
-    wc->lanes = default_lanes();
+    wc->lanes = wm_settings()->lanes;
     if ((rc = PMPI_Comm_dup(comm, &wc->shadow)) != MPI_SUCCESS)
         return rc;
     if ((rc = PMPI_Comm_split(wc->shadow, wc->my_cluster, wc->rank, &wc->local)) != MPI_SUCCESS)

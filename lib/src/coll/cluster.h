@@ -27,7 +27,7 @@ struct wm_comm {
     int *cluster_size;         /* [nclusters] */
     int **members;             /* [nclusters][cluster_size] ranks of each cluster, ascending */
     int *cluster_global;       /* [nclusters] index in the job-wide cluster table (statistics) */
-    int lanes;                 /* k: WAN senders per cluster (clamp to a cluster's size) */
+    int lanes;                 /* k, WAN senders per cluster (WANMPI_LANES); 0: automatic */
     int tag_ub;
     struct wm_comm *next;      /* list of live entries (freed at MPI_Finalize) */
 };
@@ -36,7 +36,7 @@ struct wm_comm {
  * only call it where every rank of `comm` calls it (inside a collective). */
 int wm_comm_get(MPI_Comm comm, struct wm_comm **out);
 
-/* Lanes of cluster c: min(k, size of c). */
+/* Lanes of cluster c: min(k, size of c); automatic: every rank of c. */
 int wm_lanes(const struct wm_comm *wc, int c);
 
 /* Name of cluster `g` of the job-wide table (from wm_comm.cluster_global). */

@@ -78,7 +78,9 @@ void wm_stats_write(void)
             return;
         }
     }
-    fprintf(out, "{\"rank\": %d, \"size\": %d, \"collectives\": {", rank, size);
+    const struct wm_settings *s = wm_settings();
+    fprintf(out, "{\"rank\": %d, \"size\": %d, \"lanes\": %d, \"chunk\": %zu, \"wan_rate\": %.0f, "
+            "\"nic_rate\": %.0f, \"collectives\": {", rank, size, s->lanes, s->chunk, s->wan_rate, s->nic_rate);
     int first = 1;
     for (int c = 0; c < WM_NCOLL; c++) {
         long total = per_coll[c].calls[0] + per_coll[c].calls[1] + per_coll[c].calls[2];

@@ -18,14 +18,15 @@
 /* Without any of them every process is in one cluster and every call goes
  * straight to the MPI library. */
 
-/* Rates of the topology, bits/s (integers). They only feed the default number
- * of lanes, k = min(n_c, ceil(WAN / NIC)). */
+/* Rates of the topology, bits/s (integers), for the statistics and pacing. */
 #define WM_ENV_WAN_RATE       "WANMPI_WAN_RATE"
 #define WM_ENV_NIC_RATE       "WANMPI_NIC_RATE"
 
 #define WM_ENV_LANES          "WANMPI_LANES"          /* k: ranks per cluster that send across
-                                                         the WAN at the same time (>= 1) */
-#define WM_DEFAULT_LANES      2                       /* when neither LANES nor the rates are set */
+                                                         the WAN at the same time (>= 1). Unset:
+                                                         what measured fastest per collective
+                                                         (broadcast 1 chain, the others every
+                                                         rank of the cluster; docs/libwanmpi.md) */
 #define WM_ENV_CHUNK          "WANMPI_CHUNK"          /* pipeline chunk, bytes (>= 1024) */
 #define WM_DEFAULT_CHUNK      32768                   /* under the 64 KB eager limit of Open MPI's
                                                          TCP transport: no handshake per chunk */
@@ -57,7 +58,7 @@ struct wm_settings {
     const char *rank_clusters;
     const char *cluster_map;
     double wan_rate, nic_rate;  /* bits/s, 0 if unknown */
-    int lanes;                  /* 0: derive from the rates */
+    int lanes;                  /* 0: automatic */
     size_t chunk, small;
     enum wm_alg alg[WM_NCOLL];
     int disabled;
