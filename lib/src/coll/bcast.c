@@ -1,7 +1,8 @@
 /* Broadcast.
  *
  * Multi-lane (pipelined chains). The message is cut into chunks; chunk c
- * belongs to segment s = c mod S, S = min(k, n_R - 1) segments (R = the
+ * belongs to segment s = c mod S, S = min(k, n_R - 1) segments (k = 1 unless
+ * WANMPI_LANES says otherwise: one chain measured fastest; R = the
  * root's cluster). Every segment travels along its own chain:
  *
  *   root -> R[s0] -> R[s0+1] -> ... -> R[s0-1]  ==WAN==>  X[e_s] -> X[e_s+1] -> ... (every X != R)
