@@ -83,7 +83,8 @@ int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
     int rc = enter(WM_BCAST, comm, &wc, &alg), size = 0;
     if (rc != MPI_SUCCESS)
         return rc;
-    if (alg != WM_ALG_MPI && (count < 0 || root < 0 || root >= wc->size || !type_size(type, &size)))
+    int typed = type_size(type, &size);       /* also for the statistics of MPI's own calls */
+    if (alg != WM_ALG_MPI && (count < 0 || root < 0 || root >= wc->size || !typed))
         alg = WM_ALG_MPI;
     double bytes = (double)count * size;
     alg = by_size(alg, bytes);
@@ -107,8 +108,9 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
         return rc;
     enum wm_reduce_mode mode = coll == WM_ALLREDUCE ? WM_TO_ALL : coll == WM_REDUCE ? WM_TO_ROOT
                                                                                      : WM_SCATTER_BLOCKS;
+    int typed = type_size(type, &size);
     if (alg != WM_ALG_MPI) {
-        if (count < 0 || !type_size(type, &size) || !reducible(type, op))
+        if (count < 0 || !typed || !reducible(type, op))
             alg = WM_ALG_MPI;
         else if (mode == WM_TO_ROOT && (root < 0 || root >= wc->size ||
                                         (sendbuf == MPI_IN_PLACE && wc->rank != root)))
@@ -156,8 +158,9 @@ int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     int rc = enter(WM_ALLGATHER, comm, &wc, &alg), rsize = 0, ssize = 0;
     if (rc != MPI_SUCCESS)
         return rc;
+    int typed = type_size(recvtype, &rsize);
     if (alg != WM_ALG_MPI) {
-        if (recvcount < 0 || !type_size(recvtype, &rsize))
+        if (recvcount < 0 || !typed)
             alg = WM_ALG_MPI;
         else if (sendbuf != MPI_IN_PLACE &&
                  (sendcount < 0 || !type_size(sendtype, &ssize) ||
