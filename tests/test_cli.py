@@ -1,6 +1,8 @@
 """Bad arguments give a clear error naming the problem and a non-zero exit."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import program, wanmpi
@@ -44,3 +46,14 @@ def test_missing_subcommand_and_unknown_option_exit_non_zero():
     assert wanmpi().returncode == 2
     done = wanmpi("run", "--bogus", "-n", "2", "/bin/true")
     assert done.returncode == 2 and "unrecognized arguments" in done.stderr
+
+
+def test_demo_runs_pingpong_and_collectives_and_cleans_up():
+    if net.State.load() is not None:
+        pytest.skip("a testbed is up; the demo brings up its own")
+    done = wanmpi("demo", timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"b0 \(across the WAN\)\s+\d", done.stdout)
+    for op in ("bcast", "allreduce"):
+        assert re.search(rf"^{op}\s+[\d.]+ s\s+[\d.]+ s\s+[\d.]+x\s+[\d.]+ s$", done.stdout, re.M), done.stdout
+    assert net.State.load() is None
