@@ -62,7 +62,7 @@ struct red {
     int count;                  /* elements per vector (reduce-scatter: per block) */
     int64_t chunk, per_block, pieces;
     char *out;                  /* where F lands for my outputs, element 0 = out_first */
-    int64_t out_first, out_count;
+    int64_t out_first;
     struct piece *piece;        /* [pieces] */
     size_t slot_bytes;
 };
@@ -243,8 +243,7 @@ int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *rec
     int has_output = mode == WM_TO_ALL || (mode == WM_TO_ROOT && me == root) || mode == WM_SCATTER_BLOCKS;
     if (has_output) {
         r.out_first = mode == WM_SCATTER_BLOCKS ? (int64_t)me * count : 0;
-        r.out_count = count;
-        r.out = in_place ? wm_alloc_elements(&r.l, r.out_count, &out_base) : recvbuf;
+        r.out = in_place ? wm_alloc_elements(&r.l, count, &out_base) : recvbuf;
     }
 
     /* room: a ring slot for every piece; owners also C partials and F */

@@ -67,7 +67,6 @@ const struct wm_settings *wm_settings(void)
     if (parsed)
         return &settings;
     parsed = 1;     /* before parsing: wm_fatal -> wm_debug -> wm_settings must not recurse */
-    settings.debug = 0;
     settings.debug = (int)env_integer(WM_ENV_DEBUG, 0, 0, 3);
     settings.cluster = nonempty(WM_ENV_CLUSTER);
     settings.rank_clusters = nonempty(WM_ENV_RANK_CLUSTERS);
