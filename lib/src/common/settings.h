@@ -40,6 +40,15 @@
                                                          REDUCE_SCATTER_BLOCK, BARRIER, GATHER, SCATTER */
 #define WM_ENV_DISABLE        "WANMPI_DISABLE"        /* 1: every collective goes to the MPI library */
 
+/* libwanshim (lib/src/shim, docs/libwanshim.md), the socket shim preloaded
+ * beside libwanmpi, reads WANMPI_CLUSTER and WANMPI_CLUSTER_MAP above, and: */
+#define WM_ENV_PACING_RATE    "WANMPI_PACING_RATE"    /* initial SO_MAX_PACING_RATE of every TCP
+                                                         socket to another cluster: bytes/s, or
+                                                         with a unit ("100Mbit", "12.5MB");
+                                                         0 or unset: not paced */
+#define WM_ENV_SHIM_DEBUG     "WANMPI_SHIM_DEBUG"     /* 1: sockets tracked and rates set,
+                                                         2: every intercepted call; to stderr */
+
 /* Output. The library prints nothing unless asked. */
 #define WM_ENV_STATS          "WANMPI_STATS"          /* per-rank statistics at MPI_Finalize: a file
                                                          name (%r = world rank, %p = pid, %h = host)
