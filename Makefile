@@ -56,15 +56,26 @@ wanem:
 LIB_SOURCES := $(wildcard lib/src/common/*.c lib/src/coll/*.c lib/src/fortran/*.c)
 LIB_HEADERS := $(wildcard lib/include/*.h lib/src/*/*.h)
 LIB_FLAGS := $(CFLAGS) -g -fPIC -shared -fvisibility=default
-lib: build/lib/libwanmpi-openmpi.so build/lib/libwanmpi-mpich.so
+lib: build/lib/libwanmpi-openmpi.so build/lib/libwanmpi-mpich.so build/lib/libwanshim.so
 
 build/lib/libwanmpi-openmpi.so: $(LIB_SOURCES) $(LIB_HEADERS) | apt
 	@mkdir -p $(@D); $(OPENMPI_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
 build/lib/libwanmpi-mpich.so: $(LIB_SOURCES) $(LIB_HEADERS) | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
 
-programs: $(foreach p,$(MPI_PROGRAMS) $(FORTRAN_PROGRAMS),build/openmpi/$(basename $(notdir $(p))) \
+# libwanshim (lib/src/shim): the LD_PRELOAD socket shim that paces WAN sockets;
+# no MPI, one build for both; preloaded by `wanmpi run` after libwanmpi
+SHIM_SOURCES := $(wildcard lib/src/shim/*.c)
+SHIM_HEADERS := lib/include/wanshim.h $(wildcard lib/src/shim/*.h) lib/src/common/settings.h
+build/lib/libwanshim.so: $(SHIM_SOURCES) $(SHIM_HEADERS) | apt
+	@mkdir -p $(@D); $(CC) $(CFLAGS) -g -fPIC -shared -fvisibility=hidden -Ilib/include -o $@ \
+		$(SHIM_SOURCES) -ldl -lpthread -lm
+
+programs: build/tests/shimcheck $(foreach p,$(MPI_PROGRAMS) $(FORTRAN_PROGRAMS),build/openmpi/$(basename $(notdir $(p))) \
 	build/mpich/$(basename $(notdir $(p))))
+
+build/tests/shimcheck: tests/programs/shimcheck.c lib/include/wanshim.h | apt
+	@mkdir -p $(@D); $(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 
 build/openmpi/%: bench/%.c | apt
 	@mkdir -p $(@D); $(OPENMPI_CC) $(CFLAGS) -o $@ $<

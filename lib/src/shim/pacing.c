@@ -1,0 +1,310 @@
+/* The WAN sockets of the process and their pacing; the public API.
+ *
+ * A table indexed by file descriptor holds every open TCP socket to another
+ * cluster. An entry also records the socket's identity (device and inode),
+ * because a descriptor can be closed without passing through our close()
+ * (close_range, a raw syscall, fclose of an fdopen'd stream) and then reused
+ * for something else: before touching a socket the shim checks that the
+ * descriptor still refers to it, and drops the entry otherwise. A stale
+ * entry can therefore cost an fstat, never a rate on the wrong socket.
+ *
+ * SO_MAX_PACING_RATE caps the socket's pacing rate in bytes/s. Without the fq
+ * qdisc TCP paces internally (since Linux 4.13), so this works in any network
+ * namespace and needs no privilege. One lock guards the table and the rates;
+ * it is held across setsockopt so that a close() in another thread (which
+ * removes its entry under the lock before closing) can never let a re-pacing
+ * touch a descriptor number that has just been reused. */
+#include "shim.h"
+#include "wanshim.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef SO_MAX_PACING_RATE
+#define SO_MAX_PACING_RATE 47
+#endif
+
+struct wan_socket {
+    dev_t dev;
+    ino_t ino;
+    int cluster;            /* index of the other cluster */
+    unsigned char used;
+    unsigned char paced;    /* a cap was ever set (the kernel then keeps pacing it internally) */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct wan_socket *table;
+static int table_size;
+static int wan_count;                   /* entries in use; read without the lock by close() */
+static uint64_t wan_rate;               /* bytes/s, 0: not paced */
+static uint64_t cluster_rate[WS_MAX_CLUSTERS];     /* WANSHIM_RATE_WAN: follow wan_rate */
+
+void ws_pacing_init(uint64_t rate)
+{
+    pthread_mutex_lock(&lock);
+    wan_rate = rate;
+    for (int i = 0; i < WS_MAX_CLUSTERS; i++)
+        cluster_rate[i] = WANSHIM_RATE_WAN;
+    pthread_mutex_unlock(&lock);
+}
+
+void ws_pacing_atfork_prepare(void) { pthread_mutex_lock(&lock); }
+void ws_pacing_atfork_release(void) { pthread_mutex_unlock(&lock); }
+
+static uint64_t rate_for(int cluster)
+{
+    return cluster_rate[cluster] == WANSHIM_RATE_WAN ? wan_rate : cluster_rate[cluster];
+}
+
+/* 0: lift the cap. Rates that do not fit the 32-bit form (where ~0U means
+ * "no cap") use the 64-bit form, accepted since Linux 4.20. */
+static int set_max_pacing_rate(int fd, uint64_t rate)
+{
+    if (rate == 0) {
+        unsigned int none = ~0U;
+        return setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &none, sizeof none);
+    }
+    if (rate < UINT32_MAX) {
+        unsigned int r32 = (unsigned int)rate;
+        return setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &r32, sizeof r32);
+    }
+    unsigned long r64 = rate;
+    return setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &r64, sizeof r64);
+}
+
+/* Sets `rate` on the socket of entry `fd`; a socket never paced is left
+ * alone when there is no cap to set. Called with the lock held. */
+static int apply(int fd, uint64_t rate)
+{
+    struct wan_socket *e = &table[fd];
+    if (rate == 0 && !e->paced)
+        return 0;
+    if (set_max_pacing_rate(fd, rate) != 0)
+        return -1;
+    e->paced |= rate != 0;
+    return 0;
+}
+
+static int same_socket(int fd, const struct wan_socket *e)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == e->ino && st.st_dev == e->dev;
+}
+
+static void drop(int fd)
+{
+    table[fd].used = 0;
+    __atomic_sub_fetch(&wan_count, 1, __ATOMIC_RELEASE);
+}
+
+static int grow(int fd)
+{
+    if (fd < table_size)
+        return 0;
+    int size = table_size ? table_size : 64;
+    while (size <= fd)
+        size *= 2;
+    struct wan_socket *bigger = realloc(table, (size_t)size * sizeof *table);
+    if (!bigger)
+        return -1;
+    memset(bigger + table_size, 0, (size_t)(size - table_size) * sizeof *table);
+    table = bigger;
+    table_size = size;
+    return 0;
+}
+
+/* Re-paces the sockets to `only_cluster`, or (-1) those that follow the WAN
+ * rate; returns how many. Called with the lock held. */
+static int repace(int only_cluster)
+{
+    int n = 0;
+    for (int fd = 0; fd < table_size; fd++) {
+        struct wan_socket *e = &table[fd];
+        if (!e->used)
+            continue;
+        if (only_cluster >= 0 ? e->cluster != only_cluster : cluster_rate[e->cluster] != WANSHIM_RATE_WAN)
+            continue;
+        if (!same_socket(fd, e)) {
+            WS_DEBUG(1, "fd %d was closed behind our back: forgotten", fd);
+            drop(fd);
+            continue;
+        }
+        if (apply(fd, rate_for(e->cluster)) == 0)
+            n++;
+        else
+            WS_DEBUG(1, "fd %d: setsockopt(SO_MAX_PACING_RATE) failed: %s", fd, strerror(errno));
+    }
+    return n;
+}
+
+void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, const char *how)
+{
+    char where[80];
+    int cluster = ws_peer_cluster(peer, len);
+    int proto = 0;
+    socklen_t plen = sizeof proto;
+    struct stat st;
+    int tcp = getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &plen) == 0 && proto == IPPROTO_TCP
+              && fstat(fd, &st) == 0;
+    pthread_mutex_lock(&lock);
+    int known = fd < table_size && table[fd].used;
+    /* paced before, as this same socket (not a different one under a reused number) */
+    int was_paced = known && tcp && table[fd].dev == st.st_dev && table[fd].ino == st.st_ino
+                    && table[fd].paced;
+    if (cluster < 0 || !tcp) {
+        if (known) {
+            if (was_paced)          /* reconnected inside the cluster: lift the cap */
+                set_max_pacing_rate(fd, 0);
+            drop(fd);
+        }
+        pthread_mutex_unlock(&lock);
+        WS_DEBUG(2, "fd %d %s %s: %s", fd, how, ws_format_address(peer, len, where, sizeof where),
+                 !tcp ? "not TCP" : cluster == WS_PEER_LOCAL ? "same cluster" : "in no cluster");
+        return;
+    }
+    if (grow(fd) != 0) {
+        pthread_mutex_unlock(&lock);
+        WS_DEBUG(1, "fd %d: out of memory, not tracked", fd);
+        return;
+    }
+    struct wan_socket *e = &table[fd];
+    if (!e->used)
+        __atomic_add_fetch(&wan_count, 1, __ATOMIC_RELEASE);
+    *e = (struct wan_socket){ .dev = st.st_dev, .ino = st.st_ino, .cluster = cluster, .used = 1,
+                              .paced = (unsigned char)was_paced };
+    uint64_t rate = rate_for(cluster);
+    int rc = apply(fd, rate);
+    int err = errno;
+    pthread_mutex_unlock(&lock);
+    if (ws_debug >= 1) {
+        if (rc != 0)
+            ws_log("fd %d %s %s (cluster '%s'): setsockopt(SO_MAX_PACING_RATE) failed: %s", fd, how,
+                   ws_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
+                   strerror(err));
+        else
+            ws_log("fd %d %s %s (cluster '%s'): WAN socket, %s%llu B/s", fd, how,
+                   ws_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
+                   rate ? "paced at " : "not paced, ", (unsigned long long)rate);
+    }
+}
+
+void ws_socket_closing(int fd)
+{
+    if (__atomic_load_n(&wan_count, __ATOMIC_ACQUIRE) == 0)
+        return;
+    pthread_mutex_lock(&lock);
+    if (fd >= 0 && fd < table_size && table[fd].used) {
+        drop(fd);
+        WS_DEBUG(1, "fd %d closed: %d WAN sockets left", fd, wan_count);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void ws_socket_duplicated(int oldfd, int newfd)
+{
+    if (oldfd == newfd || newfd < 0 || __atomic_load_n(&wan_count, __ATOMIC_ACQUIRE) == 0)
+        return;
+    pthread_mutex_lock(&lock);
+    if (newfd < table_size && table[newfd].used)
+        drop(newfd);                /* dup2/dup3 replaced it */
+    if (oldfd >= 0 && oldfd < table_size && table[oldfd].used && same_socket(oldfd, &table[oldfd])
+        && grow(newfd) == 0) {
+        table[newfd] = table[oldfd];
+        __atomic_add_fetch(&wan_count, 1, __ATOMIC_RELEASE);
+        WS_DEBUG(1, "fd %d is a duplicate of WAN socket fd %d", newfd, oldfd);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- the public API (lib/include/wanshim.h) ---- */
+
+WS_EXPORT int wanshim_set_wan_rate(uint64_t bytes_per_s)
+{
+    int saved = errno;
+    enum ws_state state = ws_init();
+    if (state == WS_DISABLED) {
+        errno = ENOSYS;
+        return -1;
+    }
+    pthread_mutex_lock(&lock);
+    __atomic_store_n(&wan_rate, bytes_per_s, __ATOMIC_RELAXED);
+    int n = repace(-1);
+    pthread_mutex_unlock(&lock);
+    WS_DEBUG(1, "WAN rate %llu B/s%s: %d sockets re-paced", (unsigned long long)bytes_per_s,
+             bytes_per_s ? "" : " (not paced)", n);
+    errno = saved;
+    return n;
+}
+
+WS_EXPORT uint64_t wanshim_wan_rate(void)
+{
+    ws_init();
+    return __atomic_load_n(&wan_rate, __ATOMIC_RELAXED);
+}
+
+static int other_cluster(const char *name)
+{
+    int c = name ? ws_cluster_index(name) : -1;
+    return c >= 0 && c != ws_self_cluster() ? c : -1;
+}
+
+WS_EXPORT int wanshim_set_cluster_rate(const char *cluster, uint64_t bytes_per_s)
+{
+    int saved = errno;
+    enum ws_state state = ws_init();
+    if (state == WS_DISABLED) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int c = other_cluster(cluster);
+    if (c < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&lock);
+    cluster_rate[c] = bytes_per_s;
+    int n = repace(c);
+    uint64_t now = rate_for(c);
+    pthread_mutex_unlock(&lock);
+    WS_DEBUG(1, "rate to cluster '%s' %llu B/s%s: %d sockets re-paced", cluster,
+             (unsigned long long)now, bytes_per_s == WANSHIM_RATE_WAN ? " (the WAN rate)" : "", n);
+    errno = saved;
+    return n;
+}
+
+WS_EXPORT uint64_t wanshim_cluster_rate(const char *cluster)
+{
+    if (ws_init() == WS_DISABLED)
+        return UINT64_MAX;
+    int c = other_cluster(cluster);
+    if (c < 0)
+        return UINT64_MAX;
+    pthread_mutex_lock(&lock);
+    uint64_t rate = rate_for(c);
+    pthread_mutex_unlock(&lock);
+    return rate;
+}
+
+WS_EXPORT int wanshim_wan_socket_count(void)
+{
+    int saved = errno;
+    if (ws_init() != WS_ACTIVE)
+        return 0;
+    pthread_mutex_lock(&lock);
+    for (int fd = 0; fd < table_size; fd++)
+        if (table[fd].used && !same_socket(fd, &table[fd]))
+            drop(fd);
+    int n = wan_count;
+    pthread_mutex_unlock(&lock);
+    errno = saved;
+    return n;
+}
+
+WS_EXPORT int wanshim_enabled(void)
+{
+    return ws_init() == WS_ACTIVE;
+}
