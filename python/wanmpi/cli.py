@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from . import bench_coll, emulator, launch, net, paths, plot, topo, units
+from . import bench_coll, emulator, launch, net, paths, plot, tcpstats, topo, units
 from .topo import Topology
 
 EXIT_USAGE = 2
@@ -75,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="environment variable for every rank (repeatable)")
     rn.add_argument("--no-wanmpi", dest="wanmpi", action="store_false",
                     help="run on the MPI library alone, without preloading libwanmpi (for comparison)")
+    rn.add_argument("--tcp-stats", action="store_true",
+                    help="after the job, print its TCP retransmission timeouts, retransmitted segments and "
+                         "tail-loss probes, summed over its nodes, to stderr")
+    rn.add_argument("--tcp-stats-json", metavar="FILE",
+                    help="write those counters (sums and per node) as JSON to FILE (implies --tcp-stats)")
     rn.add_argument("program", metavar="PROGRAM")
     rn.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     rn.set_defaults(handler=cmd_run)
@@ -258,7 +263,14 @@ def cmd_run(args) -> int:
                        f"build it with {mpi.mpicc} or run it with --mpi {other}")
     job = launch.Job(t, [program, *args.args], launch.placement(t, ranks, args.map), env,
                      wanmpi=args.wanmpi)
-    return launch.run_job(mpi, job, timeout=args.timeout)
+    if not (args.tcp_stats or args.tcp_stats_json):
+        return launch.run_job(mpi, job, timeout=args.timeout)
+    with tcpstats.measure(t, job.ranks) as measured:
+        status = launch.run_job(mpi, job, timeout=args.timeout)
+    print(f"wanmpi: {tcpstats.report(measured.delta)}", file=sys.stderr)
+    if args.tcp_stats_json:
+        tcpstats.write_json(args.tcp_stats_json, measured.delta)
+    return status
 
 
 # ---- link --------------------------------------------------------------------------
@@ -286,6 +298,9 @@ def cmd_link_show(args) -> int:
                   f"{c['queue_bytes']} B, drops: {c['drop_queue']} queue, {c['drop_loss']} loss, "
                   f"{c['drop_down']} down; released late: {c['late_200us']} > 0.2 ms, "
                   f"{c['late_1ms']} > 1 ms")
+    if "spin_s" in reply:
+        print(f"emulator: up {reply['uptime_s']:.1f} s, {reply['spin_s'] * 1e3:.1f} ms of it spinning "
+              f"before releases")
     return 0
 
 

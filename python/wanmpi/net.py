@@ -8,7 +8,8 @@ Per cluster (see docs/testbed.md for the naming and addressing scheme):
               WAN link, driven by the wanem emulator; NAT if the cluster is
               private
   wm-{node}   one namespace per node: eth0 (tbf at the NIC rate), default
-              route via the router
+              route via the router; TCP buffer limits sized from the
+              bandwidth-delay product of its cluster's longest WAN path
 The WAN links are served by one `wanem` process (delay, rate, drop-tail
 queue, loss) whose control socket `wanmpi link` talks to.
 
@@ -25,12 +26,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import emulator, paths, shell
+from . import emulator, paths, shell, tcptune
 from .topo import NETNS_PREFIX, Cluster, Node, Topology
 
 HOST_QUEUE_BYTES = 1_500_000     # a node's own transmit queue (1000 full packets)
 GLOBAL_SYSCTLS = {"net.core.netdev_max_backlog": 10000}
 NS_SYSCTLS = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+# Every connection starts from the same state: no ssthresh or cwnd cached from an
+# earlier connection between the same nodes (an earlier, lossy run would slow the next).
+NODE_SYSCTLS = ["net.ipv4.tcp_no_metrics_save=1"]
 
 
 class TestbedError(RuntimeError):
@@ -185,8 +189,14 @@ class Net:
         lines += [f"{n.address}\t{n.name}" for n in self.topo.nodes]
         paths.HOSTS_FILE.write_text("\n".join(lines) + "\n")
 
+    def global_sysctls(self) -> dict[str, int]:
+        """Host-wide settings the testbed needs at least: the backlog, and the
+        SO_RCVBUF/SO_SNDBUF bounds (read-only inside namespaces) at the nodes' buffer limit."""
+        limit = tcptune.buffer_limit(self.topo)
+        return {**GLOBAL_SYSCTLS, **{key: limit for key in tcptune.CORE_BUFFER_SYSCTLS}}
+
     def raise_global_sysctls(self) -> None:
-        for key, value in GLOBAL_SYSCTLS.items():
+        for key, value in self.global_sysctls().items():
             path = Path("/proc/sys") / key.replace(".", "/")
             before = path.read_text().strip()
             if int(before) < value:
@@ -223,6 +233,7 @@ class Net:
         ip(ns, "route", "add", "default", "via", c.gateway)
         tbf(ns, "eth0", c.nic_bps, HOST_QUEUE_BYTES, mtu)              # the node's NIC
         tbf(c.switch_netns, port, c.nic_bps, c.port_buffer, mtu)       # switch port toward it
+        shell.run(in_netns(ns, ["sysctl", "-q", "-w", *node_tcp_sysctls(self.topo, c)]))
 
     def add_nat(self, c: Cluster) -> None:
         """Private cluster: nodes reach out through the router's public address;
@@ -261,6 +272,20 @@ class Net:
     def start_wanem(self) -> None:
         self.wanem = emulator.start(self.topo)
         self.state().save()
+
+
+def node_tcp_sysctls(topo: Topology, c: Cluster) -> list[str]:
+    """key=value settings of a node of cluster c: tcp_rmem/tcp_wmem max raised to
+    2 x the largest bandwidth-delay product from c (tcptune.py), never lowered
+    below the value a new namespace inherits from the host (the kernel default)."""
+    limit = tcptune.buffer_limit(topo, c.name)
+    settings = list(NODE_SYSCTLS)
+    for key in tcptune.TCP_BUFFER_SYSCTLS:
+        inherited = (Path("/proc/sys") / key.replace(".", "/")).read_text()
+        raised = tcptune.raised_triple(inherited, limit)
+        if raised is not None:
+            settings.append(f"{key}={raised}")
+    return settings
 
 
 def restart_emulator(state: State, topo: Topology, mtus: dict[str, int] | None = None) -> None:
