@@ -74,7 +74,7 @@ class Job:
     ranks: list[Node]                  # node of each rank
     env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)   # passed to the launcher as is
-    wanmpi: bool = True                # preload libwanmpi (False: the MPI library alone)
+    wanmpi: bool = True                # preload libwanmpi and libwanshim (False: the MPI library alone)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
@@ -87,12 +87,25 @@ class Job:
             else Path(f"/tmp/wanmpi-hosts-{self.job_id}")
 
     def rank_environment(self, mpi: str) -> dict[str, str]:
-        """Environment of every rank: libwanmpi's (unless disabled), then the user's."""
+        """Environment of every rank: libwanmpi's and libwanshim's (unless
+        disabled), then the user's.
+
+        Preload order: libwanmpi, libwanshim, then the user's own preloads. The
+        two define disjoint symbols (MPI_* against connect/accept/close/dup*),
+        so their order between themselves changes nothing; it follows the
+        layers (MPI calls above, socket calls below). What matters is that both
+        come before the user's: a user's socket tracer preloaded after the
+        shim sees the calls the shim makes on the application's behalf, i.e.
+        what goes on the wire (once relaying redirects connects, the relay's
+        address). libwanmpi finds the shim's API with dlsym(RTLD_DEFAULT), which
+        does not depend on the order either."""
         if not self.wanmpi:
             return dict(self.env)
         env = {**libwanmpi.environment(self.topo), **self.env}
-        preload = str(libwanmpi.library(mpi))
-        env["LD_PRELOAD"] = preload + (":" + self.env["LD_PRELOAD"] if self.env.get("LD_PRELOAD") else "")
+        preload = [str(libwanmpi.library(mpi)), str(libwanmpi.shim_library())]
+        if self.env.get("LD_PRELOAD"):
+            preload.append(self.env["LD_PRELOAD"])
+        env["LD_PRELOAD"] = ":".join(preload)
         return env
 
     def rank_program(self) -> list[str]:
@@ -234,9 +247,11 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
     problem = launcher.missing()
     if problem:
         raise LaunchError(problem)
-    if job.wanmpi and not libwanmpi.library(launcher.name).exists():
-        raise LaunchError(f"{libwanmpi.library(launcher.name)} not found: build it with `make lib`, "
-                          "or run without it (--no-wanmpi)")
+    if job.wanmpi:
+        for library in (libwanmpi.library(launcher.name), libwanmpi.shim_library()):
+            if not library.exists():
+                raise LaunchError(f"{library} not found: build it with `make lib`, "
+                                  "or run without it (--no-wanmpi)")
     spanned = {n.cluster for n in job.ranks}
     private = [c.name for c in job.topo.clusters if c.name in spanned and c.private]
     if private and len(spanned) > 1:

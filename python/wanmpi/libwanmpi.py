@@ -1,5 +1,5 @@
-"""What libwanmpi needs from a topology: the library to preload for an MPI and
-the environment of every rank.
+"""What libwanmpi and libwanshim need from a topology: the libraries to preload
+for an MPI and the environment of every rank.
 
 The variable names are defined in lib/src/common/settings.h (their one home
 on the C side, with defaults and meanings); this module only fills them in
@@ -17,6 +17,11 @@ def library(mpi: str) -> Path:
     return paths.LIBWANMPI_DIR / f"libwanmpi-{mpi}.so"
 
 
+def shim_library() -> Path:
+    """libwanshim: the socket shim, one build for every MPI (docs/libwanshim.md)."""
+    return paths.LIBWANMPI_DIR / "libwanshim.so"
+
+
 def environment(topo: Topology) -> dict[str, str]:
     """WANMPI_* settings for every rank of a job on `topo`."""
     c = topo.collectives
@@ -28,6 +33,8 @@ def environment(topo: Topology) -> dict[str, str]:
         "WANMPI_NIC_RATE": str(min(cl.nic_bps for cl in topo.clusters)),
         "WANMPI_CHUNK": str(c.chunk_bytes),
         "WANMPI_SMALL": str(c.small_bytes),
+        # libwanshim: the rate of every socket to another cluster, bytes/s ([pacing])
+        "WANMPI_PACING_RATE": str(topo.pacing_rate),
     }
     if c.lanes is not None:
         env["WANMPI_LANES"] = str(c.lanes)

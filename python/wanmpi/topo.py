@@ -38,7 +38,9 @@ COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_bloc
 ALGORITHMS = ("multilane", "singlelane", "mpi")
 COLLECTIVES_DEFAULTS = {"lanes": "auto", "chunk": "32KiB", "small": "8KiB",
                         **{c: "multilane" for c in COLLECTIVES}}
-TOP_KEYS = {"testbed", "cluster", "wan", "collectives"}
+PACING_MODES = ("off", "fixed", "matb")
+PACING_KEYS = {"mode", "rate", "senders"}
+TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing"}
 
 
 class TopologyError(ValueError):
@@ -132,6 +134,21 @@ class Collectives:
 
 
 @dataclass(frozen=True)
+class Pacing:
+    """The rate libwanshim starts every rank's WAN sockets at ([pacing] in the file).
+
+    off:   not paced (libwanmpi may still pace while a program runs)
+    fixed: `rate_bps`
+    matb:  the paper's maximum allowable transmission bandwidth, B / n: the
+           slowest WAN link's rate over `senders` (None: the nodes of the
+           largest cluster, every node sending across at once)
+    """
+    mode: str = "off"
+    rate_bps: int | None = None
+    senders: int | None = None
+
+
+@dataclass(frozen=True)
 class Topology:
     source: str
     clusters: tuple[Cluster, ...]
@@ -139,6 +156,7 @@ class Topology:
     mtu: int = 1500
     collectives: Collectives = Collectives()
     text: str = field(default="", compare=False, repr=False)
+    pacing: Pacing = Pacing()
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -147,6 +165,18 @@ class Topology:
     @property
     def emulated(self) -> bool:
         return all(c.emulated for c in self.clusters)
+
+    @property
+    def pacing_rate(self) -> int:
+        """Starting rate of every WAN socket, bytes/s; 0: not paced."""
+        p = self.pacing
+        if p.mode == "fixed":
+            return max(p.rate_bps // 8, 1)
+        if p.mode == "matb":
+            wan = min((l.rate_bps for l in self.links), default=0)
+            senders = p.senders or max(len(c.nodes) for c in self.clusters)
+            return max(wan // 8 // senders, 1) if wan else 0
+        return 0
 
     def cluster(self, name: str) -> Cluster:
         for c in self.clusters:
@@ -264,7 +294,26 @@ class _Reader:
         self.check_unique_hosts(clusters)
         links = self.links(raw.get("wan", {}), clusters)
         collectives = self.collectives(raw.get("collectives", {}))
-        return Topology(self.source, tuple(clusters), tuple(links), mtu, collectives, text)
+        pacing = self.pacing(raw.get("pacing", {}))
+        return Topology(self.source, tuple(clusters), tuple(links), mtu, collectives, text, pacing)
+
+    def pacing(self, raw: object) -> Pacing:
+        settings = self.table(raw, "pacing", PACING_KEYS)
+        mode = settings.get("mode", "off")
+        if mode not in PACING_MODES:
+            raise self.fail("pacing.mode", f"{mode!r} is not a pacing mode (choose {', '.join(PACING_MODES)})")
+        if "rate" in settings and mode != "fixed":
+            raise self.fail("pacing.rate", f"only with mode = \"fixed\" (mode is {mode!r})")
+        if "senders" in settings and mode != "matb":
+            raise self.fail("pacing.senders", f"only with mode = \"matb\" (mode is {mode!r})")
+        if mode == "fixed":
+            if "rate" not in settings:
+                raise self.fail("pacing.rate", "missing: mode = \"fixed\" needs a rate, e.g. \"50Mbit\"")
+            return Pacing(mode, rate_bps=self.convert("pacing.rate", settings["rate"], units.parse_rate))
+        senders = settings.get("senders", "nodes")
+        if senders != "nodes":
+            senders = self.integer("pacing.senders", senders, 1, MAX_NODES_PER_CLUSTER * MAX_CLUSTERS)
+        return Pacing(mode, senders=None if senders == "nodes" else senders)
 
     def collectives(self, raw: object) -> Collectives:
         settings = {**COLLECTIVES_DEFAULTS, **self.table(raw, "collectives", set(COLLECTIVES_DEFAULTS))}
