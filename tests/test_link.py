@@ -34,6 +34,16 @@ def test_changing_delay_while_running_takes_effect(two_clusters):
     assert 20.0 <= rtt_ms(two_clusters) <= 22.0
 
 
+def test_wanem_spins_up_to_releases_within_its_cpu_budget(two_clusters):
+    before = emulator.request({"cmd": "show"})
+    assert rtt_ms(two_clusters, count=10) is not None
+    after = emulator.request({"cmd": "show"})
+    assert after["spin_s"] > before["spin_s"]            # delayed pings were spun up to
+    # never more than 2 % of wall time plus the 2 ms of credit it may save up
+    assert after["spin_s"] <= 0.02 * after["uptime_s"] + 0.002 + 1e-4
+    assert "spinning before releases" in wanmpi("link", "show").stdout
+
+
 def test_cutting_the_link_drops_everything_until_it_is_back(two_clusters):
     try:
         assert wanmpi("link", "set", "a-b", "--down").returncode == 0

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from . import bench_coll, emulator, launch, net, paths, plot, tcpstats, topo, units
+from . import bench_coll, doctor, emulator, launch, net, paths, plot, tcpstats, topo, units
 from .topo import Topology
 
 EXIT_USAGE = 2
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except (CliError, topo.TopologyError, net.TestbedError, launch.LaunchError,
-            emulator.EmulatorError, plot.PlotError, bench_coll.BenchError) as e:
+            emulator.EmulatorError, plot.PlotError, bench_coll.BenchError, doctor.DoctorError) as e:
         print(f"wanmpi: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -113,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("-o", "--output", metavar="FILE.png", help="default: FILE.png beside the CSV")
     pt.add_argument("--bin-ms", type=int, default=1, help="add up this many 1 ms bins per point")
     pt.set_defaults(handler=cmd_plot_traffic)
+
+    dr = sub.add_parser("doctor", help="check a node's TCP settings against the topology: what to change and why")
+    dr.add_argument("topology_file", nargs="?", metavar="TOPOLOGY",
+                    help="topology file (default: as for --topology of other commands)")
+    dr.add_argument("--node", metavar="NAME", help="check this node of the topology (a testbed node's "
+                    "namespace, or a real host through the remote shell) instead of this machine")
+    dr.add_argument("--json", action="store_true", help="print the findings as JSON")
+    dr.set_defaults(handler=cmd_doctor)
 
     dm = sub.add_parser("demo", help="bring up the default testbed and show what wanmpi does")
     topology_option(dm)
@@ -342,6 +350,11 @@ def cmd_plot_traffic(args) -> int:
     out = plot.traffic(args.csv, args.output, args.bin_ms)
     print(f"wrote {out}")
     return 0
+
+
+def cmd_doctor(args) -> int:
+    args.topology = args.topology_file
+    return doctor.run(topology_for(args), args.node, args.json)
 
 
 def cmd_demo(args) -> int:

@@ -12,4 +12,5 @@ pub mod emulator;
 pub mod impair;
 pub mod monitor;
 pub mod runtime;
+pub mod spin;
 pub mod sys;

@@ -1,7 +1,8 @@
 //! The runtime: one thread, one ppoll loop over every TUN fd, the control
 //! socket and a signalfd. It reads packets in batches, feeds the core with
 //! CLOCK_MONOTONIC nanoseconds, writes released packets to the far end and
-//! sleeps until the next release. No busy waiting, no locks.
+//! sleeps until shortly before the next release and spins the rest, within a
+//! CPU budget (see [`crate::spin`]). No locks.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
@@ -18,13 +19,15 @@ use crate::control::{self, Request};
 use crate::emulator::Emulator;
 use crate::impair::{Packet, Verdict};
 use crate::monitor::Bin;
+use crate::spin::{SpinBudget, Wait};
 use crate::sys::{self, NetnsHome, SignalFd, SysError, Tun};
 
 /// Packets read from one TUN per loop iteration before releases are served.
 const READ_BATCH: usize = 64;
 /// A sleep longer than this ends `PRE_WAKE_NS` early and is finished by a
 /// second, short sleep: a long sleep on an idle (virtual) CPU overshoots by
-/// ~100 µs, a short one by ~15 µs (measured; see docs/wanem.md). No spinning.
+/// ~100 µs, a short one by ~15 µs (measured; see docs/wanem.md); the last
+/// `SPIN_BEFORE_NS` are spun when the budget allows.
 const PRE_WAKE_ABOVE_NS: u64 = 500_000;
 /// How early a long sleep ends.
 const PRE_WAKE_NS: u64 = 200_000;
@@ -204,6 +207,7 @@ struct Runtime {
     bins: Vec<Vec<Bin>>,
     tx_errors: u32,
     pollfds: Vec<libc::pollfd>,
+    spin: SpinBudget,
 }
 
 const END_NAMES: [&str; 2] = ["a", "b"];
@@ -268,6 +272,7 @@ pub fn run(opts: &Options) -> Result<(), RunError> {
         bins: vec![Vec::new(); config.links.len() * 2],
         tx_errors: 0,
         pollfds: Vec::new(),
+        spin: SpinBudget::new(0),
     };
     if let Some(path) = &opts.monitor {
         let now = rt.now();
@@ -310,18 +315,23 @@ impl Runtime {
             let now = self.now();
             self.release_due(now);
             self.write_monitor_rows(now, false);
-            let mut wake = self.emu.next_wakeup();
-            if let Some(m) = &self.monitor {
-                wake = Some(wake.map_or(m.next_write, |w| w.min(m.next_write)));
-            }
-            let timeout = wake.map(|w| {
-                let t = w.saturating_sub(self.now());
+            // Releases may be spun up to; monitor rows only need a sleep.
+            let now = self.now();
+            let mut timeout = match self.spin.wait(now, self.emu.next_wakeup(), |t| {
                 if t > PRE_WAKE_ABOVE_NS {
                     t - PRE_WAKE_NS
                 } else {
                     t
                 }
-            });
+            }) {
+                Wait::Spin => Some(0),
+                Wait::Sleep(t) => Some(t),
+                Wait::Forever => None,
+            };
+            if let Some(m) = &self.monitor {
+                let t = m.next_write.saturating_sub(now);
+                timeout = Some(timeout.map_or(t, |w| w.min(t)));
+            }
             self.build_pollfds();
             let ready = sys::ppoll(&mut self.pollfds, timeout).map_err(RunError::Poll)?;
             if ready == 0 {
@@ -614,7 +624,12 @@ impl Runtime {
         match request {
             Request::Show => {
                 let monitor = self.monitor.as_ref().map(|m| m.path.display().to_string());
-                match serde_json::to_string(&self.emu.show(now, monitor)) {
+                let shown = serde_json::to_value(self.emu.show(now, monitor)).map(|mut v| {
+                    // The runtime's own cost: time spent spinning before releases.
+                    v["spin_s"] = serde_json::json!(self.spin.spun_ns() as f64 / 1e9);
+                    v
+                });
+                match shown.and_then(|v| serde_json::to_string(&v)) {
                     Ok(mut s) => {
                         s.push('\n');
                         s
