@@ -6,7 +6,9 @@ connection fill the longest, fastest of them.
 node's settings against them. Nothing here touches the system.
 
 Buffer limit = BUFFER_BDP_FACTOR x the largest bandwidth-delay product (path
-rate x round-trip time) from a node's cluster. Two BDPs because Linux gives
+rate x round-trip time) from a node's cluster, where the path rate is the
+slowest of its WAN links and the NICs at both ends (one connection runs from
+one node to one node). Two BDPs because Linux gives
 only part of a socket's receive buffer to the window (tcp_adv_win_scale = 1:
 half), and the send buffer holds the data in flight plus what waits to be
 sent. A limit is only ever raised: the kernel's own (the floor) stays if it
@@ -28,14 +30,15 @@ CORE_BUFFER_SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max")
 
 @dataclass(frozen=True)
 class WanPath:
-    """The route from one cluster to another, over one or more WAN links."""
+    """The route from a node of one cluster to a node of another, over one or more WAN links."""
     source: str
     dest: str
     links: tuple[WanLink, ...]
+    nic_bps: int                 # the slower NIC of the two ends
 
     @property
     def rate_bps(self) -> int:
-        return min(l.rate_bps for l in self.links)
+        return min(self.nic_bps, *(l.rate_bps for l in self.links))
 
     @property
     def rtt_us(self) -> int:
@@ -65,7 +68,8 @@ def wan_paths(topo: Topology, source: str | None = None) -> list[WanPath]:
                 link = topo.next_hops(here)[dest]
                 links.append(link)
                 here = link.b if link.a == here else link.a
-            paths.append(WanPath(c.name, dest, tuple(links)))
+            nic = min(c.nic_bps, topo.cluster(dest).nic_bps)
+            paths.append(WanPath(c.name, dest, tuple(links), nic))
     return paths
 
 
