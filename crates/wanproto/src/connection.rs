@@ -1,0 +1,1457 @@
+//! One trunk connection between two relays: handshake, stream multiplexing
+//! and flow control, as a state machine without I/O or clock.
+//!
+//! The daemon owns the TCP socket and the timers and drives the machine:
+//!
+//! ```text
+//! bytes read from the socket  -> handle_input(now, bytes)
+//! socket writable             -> poll_transmit(now, max_len) -> bytes to write
+//! after any call              -> poll_event() until None
+//! timer at poll_timeout()     -> handle_timeout(now)
+//! socket EOF or error         -> handle_transport_closed()
+//! ```
+//!
+//! Time (`now`) is nanoseconds on any monotone clock the caller chooses.
+//!
+//! # Flow control
+//!
+//! Credit is per stream, so a stream whose reader does not read holds at
+//! most its own window and never stalls another stream. Receive memory is
+//! bounded by [`Config::receive_buffer`]:
+//!
+//! * every stream starts with [`Config::min_stream_window`] of credit (the
+//!   `initial_window` of HELLO); room for that floor is reserved for every
+//!   stream that may exist (`2 * max_streams`: the peer's and ours), so a
+//!   new stream always gets it;
+//! * the rest of the budget is a shared pool: when the application reads a
+//!   stream, its window is topped up to as much as
+//!   [`Config::max_stream_window`] from the pool (a stream that is being
+//!   read fast grows; one that is never read stays at its floor);
+//! * credit goes back to the peer in WINDOW_UPDATE once at least half of
+//!   the stream's window has been read.
+//!
+//! A stream that stalls after growing keeps its grown window; other streams
+//! then grow less, down to their floor, but never stop.
+//!
+//! Sending is bounded per stream by [`Config::stream_send_buffer`]:
+//! [`TrunkConnection::write`] takes what fits and returns how much it took.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use thiserror::Error;
+
+use crate::auth::PresharedKey;
+use crate::frame::{
+    self, valid_name, Frame, FrameError, Hello, Role, StreamId, FRAME_HEADER_LEN,
+    MAX_DATA_PAYLOAD, MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN,
+};
+use crate::reason::{CloseCode, Reason};
+use crate::Decoded;
+
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000 * MS;
+
+/// Settings of one trunk connection. [`Config::new`] gives the documented
+/// defaults; [`TrunkConnection::new`] validates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// This relay's name, sent in HELLO (1-64 of `A-Z a-z 0-9 . _ -`).
+    pub name: String,
+    /// This relay's cluster, sent in HELLO.
+    pub cluster: String,
+    /// If set, a peer announcing another cluster is refused after
+    /// authentication. Default: none.
+    pub expected_peer_cluster: Option<String>,
+    /// Streams the peer may have open that it opened (and the most we open
+    /// ourselves). Default 1024.
+    pub max_streams: u32,
+    /// Guaranteed receive window of every stream, announced as
+    /// `initial_window`. Default 32 KiB.
+    pub min_stream_window: u32,
+    /// Largest receive window a stream grows to. Default 8 MiB.
+    pub max_stream_window: u32,
+    /// Receive memory budget of the connection: at least
+    /// `2 * max_streams * min_stream_window`. Default 128 MiB.
+    pub receive_buffer: u64,
+    /// Bytes written but not yet transmitted that one stream may hold.
+    /// Default 256 KiB.
+    pub stream_send_buffer: u32,
+    /// Largest DATA payload this side sends. Default 16 KiB, at most
+    /// [`MAX_DATA_PAYLOAD`].
+    pub max_data_frame: u32,
+    /// Time allowed from creation to an authenticated peer. Default 10 s.
+    pub handshake_timeout: u64,
+    /// Silence after which a PING is sent. Default 5 s.
+    pub keepalive_interval: u64,
+    /// Silence after which the connection is declared dead. Default 20 s
+    /// (so a dead relay ends its MPI job well within 30 s).
+    pub idle_timeout: u64,
+    /// Bytes of control frames (RESET, GOAWAY, handshake) allowed to wait
+    /// for transmission; beyond it the peer is flooding us without
+    /// reading and the connection is closed. Default 1 MiB.
+    pub max_control_queue: usize,
+}
+
+impl Config {
+    /// The defaults for a relay `name` of cluster `cluster`.
+    pub fn new(name: &str, cluster: &str) -> Config {
+        Config {
+            name: name.to_owned(),
+            cluster: cluster.to_owned(),
+            expected_peer_cluster: None,
+            max_streams: 1024,
+            min_stream_window: 32 * 1024,
+            max_stream_window: 8 * 1024 * 1024,
+            receive_buffer: 128 * 1024 * 1024,
+            stream_send_buffer: 256 * 1024,
+            max_data_frame: 16 * 1024,
+            handshake_timeout: 10 * SEC,
+            keepalive_interval: 5 * SEC,
+            idle_timeout: 20 * SEC,
+            max_control_queue: 1024 * 1024,
+        }
+    }
+
+    /// Checks the settings.
+    ///
+    /// # Errors
+    /// The first [`ConfigError`] found.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for n in [Some(&self.name), Some(&self.cluster), self.expected_peer_cluster.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            if !valid_name(n) {
+                return Err(ConfigError::BadName(n.clone()));
+            }
+        }
+        if self.max_streams == 0 {
+            return Err(ConfigError::ZeroStreams);
+        }
+        if self.min_stream_window < MIN_INITIAL_WINDOW
+            || self.max_stream_window > MAX_WINDOW
+            || self.min_stream_window > self.max_stream_window
+        {
+            return Err(ConfigError::Windows {
+                min: self.min_stream_window,
+                max: self.max_stream_window,
+            });
+        }
+        let floors = 2 * u64::from(self.max_streams) * u64::from(self.min_stream_window);
+        if self.receive_buffer < floors {
+            return Err(ConfigError::ReceiveBuffer { given: self.receive_buffer, needed: floors });
+        }
+        if self.stream_send_buffer == 0 {
+            return Err(ConfigError::SendBuffer);
+        }
+        if self.max_data_frame == 0 || self.max_data_frame as usize > MAX_DATA_PAYLOAD {
+            return Err(ConfigError::DataFrame(self.max_data_frame));
+        }
+        if self.handshake_timeout == 0
+            || self.keepalive_interval == 0
+            || self.keepalive_interval >= self.idle_timeout
+        {
+            return Err(ConfigError::Timeouts);
+        }
+        if self.max_control_queue < 4096 {
+            return Err(ConfigError::ControlQueue(self.max_control_queue));
+        }
+        Ok(())
+    }
+
+    fn growth_pool(&self) -> u64 {
+        self.receive_buffer - 2 * u64::from(self.max_streams) * u64::from(self.min_stream_window)
+    }
+}
+
+/// A [`Config`] that cannot be used.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A relay or cluster name is empty, too long or has a forbidden character.
+    #[error("name {0:?}: must be 1-64 characters from A-Z a-z 0-9 . _ -")]
+    BadName(String),
+    /// `max_streams` is 0.
+    #[error("max_streams must be at least 1")]
+    ZeroStreams,
+    /// Windows out of order or out of range.
+    #[error("stream windows min {min} max {max}: need 1024 <= min <= max <= 2^31-1")]
+    Windows {
+        /// `min_stream_window`.
+        min: u32,
+        /// `max_stream_window`.
+        max: u32,
+    },
+    /// Budget below the reserved floors.
+    #[error("receive_buffer {given} is below 2 * max_streams * min_stream_window = {needed}")]
+    ReceiveBuffer {
+        /// `receive_buffer`.
+        given: u64,
+        /// The floor.
+        needed: u64,
+    },
+    /// `stream_send_buffer` is 0.
+    #[error("stream_send_buffer must be at least 1")]
+    SendBuffer,
+    /// `max_data_frame` out of range.
+    #[error("max_data_frame {0} must be 1..=65536")]
+    DataFrame(u32),
+    /// A zero timeout, or keepalive not shorter than the idle timeout.
+    #[error("timeouts must be non-zero and keepalive_interval < idle_timeout")]
+    Timeouts,
+    /// `max_control_queue` below 4096.
+    #[error("max_control_queue {0} must be at least 4096")]
+    ControlQueue(usize),
+}
+
+/// Why a connection closed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ConnectionError {
+    /// A frame that does not decode.
+    #[error("malformed frame: {0}")]
+    Frame(#[from] FrameError),
+    /// A well-formed frame that the protocol does not allow here.
+    #[error("protocol violation: {0}")]
+    Protocol(&'static str),
+    /// The peer sent more than its credit on a stream, or granted more than
+    /// [`MAX_WINDOW`].
+    #[error("flow control violation on stream {0}")]
+    FlowControl(StreamId),
+    /// The peer opened more streams than we allow.
+    #[error("peer exceeded the stream limit of {0}")]
+    StreamLimit(u32),
+    /// The peer's AUTH did not verify: wrong key, or a replayed or altered
+    /// handshake.
+    #[error("peer failed authentication")]
+    AuthFailed,
+    /// The peer authenticated but belongs to a cluster we do not expect.
+    #[error("peer is of cluster {found:?}, expected {expected:?}")]
+    WrongPeerCluster {
+        /// What the peer announced.
+        found: String,
+        /// What [`Config::expected_peer_cluster`] says.
+        expected: String,
+    },
+    /// No authenticated peer within [`Config::handshake_timeout`].
+    #[error("handshake timed out")]
+    HandshakeTimeout,
+    /// Nothing received within [`Config::idle_timeout`].
+    #[error("peer silent for longer than the idle timeout")]
+    IdleTimeout,
+    /// The peer closed with GOAWAY and a non-zero code.
+    #[error("peer closed the connection: {0}")]
+    PeerClosed(CloseCode),
+    /// [`TrunkConnection::close`] was called.
+    #[error("closed locally: {0}")]
+    LocallyClosed(CloseCode),
+    /// The TCP connection ended before a graceful close.
+    #[error("transport closed")]
+    TransportClosed,
+    /// Control frames queued beyond [`Config::max_control_queue`].
+    #[error("control frames queued beyond the limit (peer does not read)")]
+    ControlFlood,
+}
+
+impl ConnectionError {
+    /// The code sent in the closing GOAWAY.
+    pub fn close_code(&self) -> CloseCode {
+        match self {
+            ConnectionError::Frame(e) => e.close_code(),
+            ConnectionError::Protocol(_) | ConnectionError::WrongPeerCluster { .. } => {
+                CloseCode::Protocol
+            }
+            ConnectionError::FlowControl(_) => CloseCode::FlowControl,
+            ConnectionError::StreamLimit(_) => CloseCode::StreamLimit,
+            ConnectionError::AuthFailed => CloseCode::AuthFailed,
+            ConnectionError::HandshakeTimeout | ConnectionError::IdleTimeout => CloseCode::Timeout,
+            ConnectionError::PeerClosed(c) | ConnectionError::LocallyClosed(c) => *c,
+            ConnectionError::TransportClosed => CloseCode::Internal,
+            ConnectionError::ControlFlood => CloseCode::Flood,
+        }
+    }
+}
+
+/// Misuse of a stream through the API (never caused by peer input alone).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum StreamError {
+    /// No such stream: never opened, or already closed or reset.
+    #[error("no stream {0}")]
+    UnknownStream(StreamId),
+    /// A stream the peer opened that has not been accepted yet.
+    #[error("stream {0} is not accepted yet")]
+    NotAccepted(StreamId),
+    /// A write after [`TrunkConnection::finish`].
+    #[error("stream {0} is finished")]
+    Finished(StreamId),
+    /// An accept of a stream already accepted or opened by us.
+    #[error("stream {0} cannot be accepted")]
+    NotAcceptable(StreamId),
+    /// The connection is closed.
+    #[error("connection closed")]
+    ConnectionClosed,
+}
+
+/// Why a stream could not be opened.
+#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
+pub enum OpenError {
+    /// The handshake is not complete.
+    #[error("trunk not established yet")]
+    NotEstablished,
+    /// A GOAWAY was sent or received: open the stream on another trunk.
+    #[error("trunk is going away")]
+    GoingAway,
+    /// As many streams are open as the peer (or our config) allows.
+    #[error("stream limit {0} reached")]
+    StreamLimit(u32),
+    /// All 2^31 stream ids of this side are used: open a new trunk.
+    #[error("stream ids exhausted")]
+    IdsExhausted,
+    /// The connection is closed.
+    #[error("connection closed")]
+    ConnectionClosed,
+}
+
+/// What the authenticated peer announced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// Peer relay name.
+    pub name: String,
+    /// Peer cluster name.
+    pub cluster: String,
+    /// Streams we may have open that we opened.
+    pub max_streams: u32,
+    /// Credit of every stream we send on, at its start.
+    pub initial_window: u32,
+}
+
+/// Something the daemon must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed: the peer proved the key. Streams may be
+    /// opened now.
+    Authenticated(PeerInfo),
+    /// The peer opened a stream: connect to `destination` (if it is a node
+    /// of our cluster), then [`TrunkConnection::accept_stream`], or
+    /// [`TrunkConnection::reset_stream`] with the reason of the failure.
+    StreamOpened {
+        /// Stream id.
+        stream: StreamId,
+        /// Where to connect.
+        destination: SocketAddr,
+        /// The original source, for the delivery preamble.
+        source: SocketAddr,
+    },
+    /// A stream we opened was accepted: the far relay is connected to the
+    /// destination (send the ok reply to the shim).
+    StreamAccepted {
+        /// Stream id.
+        stream: StreamId,
+    },
+    /// Data or the end of a stream can be read: call
+    /// [`TrunkConnection::read`] until it returns `Blocked` or `Finished`.
+    StreamReadable {
+        /// Stream id.
+        stream: StreamId,
+    },
+    /// A stream whose [`TrunkConnection::write`] took less than offered
+    /// has room again.
+    StreamWritable {
+        /// Stream id.
+        stream: StreamId,
+    },
+    /// The peer reset a stream; it is gone. For a stream we opened and that
+    /// was not accepted yet, this is the refusal (reply `Refused(reason)`).
+    StreamReset {
+        /// Stream id.
+        stream: StreamId,
+        /// Why.
+        reason: Reason,
+    },
+    /// A stream ended gracefully in both directions (our FIN sent, the
+    /// peer's FIN read); it is gone.
+    StreamClosed {
+        /// Stream id.
+        stream: StreamId,
+    },
+    /// The peer sent a graceful GOAWAY: open no more streams here.
+    GoAway,
+    /// The connection is closed: `None` after a graceful drain. Every stream
+    /// still open is gone (reset the sockets that carried them). Keep
+    /// calling `poll_transmit` until it returns nothing, then close the
+    /// socket.
+    Closed {
+        /// Why, unless graceful.
+        error: Option<ConnectionError>,
+    },
+}
+
+/// What [`TrunkConnection::read`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// This many bytes were copied (> 0 unless the buffer was empty).
+    Data(usize),
+    /// Nothing to read now; a [`Event::StreamReadable`] will follow.
+    Blocked,
+    /// The peer finished its side and every byte has been read.
+    Finished,
+}
+
+/// Counters of one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Bytes handed to `handle_input`.
+    pub bytes_received: u64,
+    /// Bytes returned by `poll_transmit`.
+    pub bytes_sent: u64,
+    /// Frames decoded.
+    pub frames_received: u64,
+    /// Frames encoded.
+    pub frames_sent: u64,
+    /// Stream payload bytes received.
+    pub data_received: u64,
+    /// Stream payload bytes sent.
+    pub data_sent: u64,
+    /// Streams we opened.
+    pub streams_opened_local: u64,
+    /// Streams the peer opened.
+    pub streams_opened_remote: u64,
+    /// RESET frames sent.
+    pub resets_sent: u64,
+    /// RESET frames received.
+    pub resets_received: u64,
+    /// Frames for streams already closed, dropped.
+    pub frames_ignored: u64,
+}
+
+/// Counters of one stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Payload bytes sent to the peer.
+    pub bytes_sent: u64,
+    /// Payload bytes received from the peer.
+    pub bytes_received: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Handshake,
+    Established,
+    Closed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SendEnd {
+    Open,
+    FinQueued,
+    FinSent,
+}
+
+#[derive(Debug)]
+struct Stream {
+    local: bool,
+    accepted: bool,
+    // pending control for this stream
+    in_ctrl: bool,
+    open_pending: Option<(SocketAddr, SocketAddr)>,
+    open_ok_pending: bool,
+    window_pending: u64,
+    // send side
+    send_buf: VecDeque<u8>,
+    send_credit: u64,
+    send_end: SendEnd,
+    in_send: bool,
+    write_blocked: bool,
+    // receive side
+    recv_buf: VecDeque<u8>,
+    recv_credit: u64,
+    recv_extra: u64,
+    recv_fin: bool,
+    fin_read: bool,
+    readable_notified: bool,
+    stats: StreamStats,
+}
+
+impl Stream {
+    fn new(local: bool, send_credit: u64, recv_credit: u64) -> Stream {
+        Stream {
+            local,
+            accepted: false,
+            in_ctrl: false,
+            open_pending: None,
+            open_ok_pending: false,
+            window_pending: 0,
+            send_buf: VecDeque::new(),
+            send_credit,
+            send_end: SendEnd::Open,
+            in_send: false,
+            write_blocked: false,
+            recv_buf: VecDeque::new(),
+            recv_credit,
+            recv_extra: 0,
+            recv_fin: false,
+            fin_read: false,
+            readable_notified: false,
+            stats: StreamStats::default(),
+        }
+    }
+
+    fn may_send_data(&self) -> bool {
+        self.open_pending.is_none() && !self.open_ok_pending && (self.local || self.accepted)
+    }
+
+    fn sendable(&self) -> bool {
+        self.may_send_data()
+            && ((!self.send_buf.is_empty() && self.send_credit > 0)
+                || (self.send_buf.is_empty() && self.send_end == SendEnd::FinQueued))
+    }
+
+    fn committed(&self) -> u64 {
+        self.recv_credit + self.window_pending + self.recv_buf.len() as u64
+    }
+}
+
+/// One trunk connection. See the [module documentation](self).
+#[derive(Debug)]
+pub struct TrunkConnection {
+    config: Config,
+    role: Role,
+    key: PresharedKey,
+    state: State,
+    created_at: u64,
+    last_input: u64,
+    our_hello: Vec<u8>,
+    peer: Option<PeerInfo>,
+    peer_hello: Option<Vec<u8>>,
+    inbuf: Vec<u8>,
+    control: VecDeque<Vec<u8>>,
+    control_bytes: usize,
+    pong_pending: Option<[u8; 8]>,
+    ping_pending: bool,
+    ping_seq: u64,
+    ping_outstanding: Option<(u64, Option<u64>)>,
+    rtt: Option<u64>,
+    streams: HashMap<StreamId, Stream>,
+    ctrl_queue: VecDeque<StreamId>,
+    send_queue: VecDeque<StreamId>,
+    next_local_id: u64,
+    last_peer_stream: StreamId,
+    local_streams: u32,
+    remote_streams: u32,
+    pool_used: u64,
+    going_away_sent: bool,
+    going_away_received: bool,
+    events: VecDeque<Event>,
+    stats: ConnectionStats,
+}
+
+impl TrunkConnection {
+    /// A new connection in the handshake; its HELLO is queued for
+    /// transmission at once.
+    ///
+    /// `nonce` must come from a cryptographically secure random source and
+    /// never be reused (the daemon uses `getrandom`); `now` starts the
+    /// handshake timer.
+    ///
+    /// # Errors
+    /// [`ConfigError`] if `config` is invalid.
+    pub fn new(
+        config: Config,
+        role: Role,
+        key: PresharedKey,
+        nonce: [u8; NONCE_LEN],
+        now: u64,
+    ) -> Result<TrunkConnection, ConfigError> {
+        config.validate()?;
+        let hello = Frame::Hello(Hello {
+            role,
+            nonce,
+            max_streams: config.max_streams,
+            initial_window: config.min_stream_window,
+            name: config.name.clone(),
+            cluster: config.cluster.clone(),
+        });
+        let mut our_hello = Vec::with_capacity(hello.encoded_len());
+        hello.encode(&mut our_hello);
+        let mut c = TrunkConnection {
+            config,
+            role,
+            key,
+            state: State::Handshake,
+            created_at: now,
+            last_input: now,
+            our_hello: our_hello.clone(),
+            peer: None,
+            peer_hello: None,
+            inbuf: Vec::new(),
+            control: VecDeque::new(),
+            control_bytes: 0,
+            pong_pending: None,
+            ping_pending: false,
+            ping_seq: 0,
+            ping_outstanding: None,
+            rtt: None,
+            streams: HashMap::new(),
+            ctrl_queue: VecDeque::new(),
+            send_queue: VecDeque::new(),
+            next_local_id: u64::from(role.first_stream_id()),
+            last_peer_stream: 0,
+            local_streams: 0,
+            remote_streams: 0,
+            pool_used: 0,
+            going_away_sent: false,
+            going_away_received: false,
+            events: VecDeque::new(),
+            stats: ConnectionStats::default(),
+        };
+        c.push_control(our_hello);
+        Ok(c)
+    }
+
+    // ----- queries -------------------------------------------------------
+
+    /// This end's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The authenticated peer, once [`Event::Authenticated`] was emitted.
+    pub fn peer(&self) -> Option<&PeerInfo> {
+        self.peer.as_ref()
+    }
+
+    /// Whether the handshake completed and the connection is not closed.
+    pub fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+
+    /// Whether the connection is closed (after a graceful drain or an error).
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// Whether new streams may be opened here (established, no GOAWAY).
+    pub fn accepts_new_streams(&self) -> bool {
+        self.state == State::Established && !self.going_away_sent && !self.going_away_received
+    }
+
+    /// Last round-trip time measured with PING (ns).
+    pub fn rtt(&self) -> Option<u64> {
+        self.rtt
+    }
+
+    /// Connection counters.
+    pub fn stats(&self) -> ConnectionStats {
+        self.stats
+    }
+
+    /// Counters of a live stream.
+    pub fn stream_stats(&self, stream: StreamId) -> Option<StreamStats> {
+        self.streams.get(&stream).map(|s| s.stats)
+    }
+
+    /// Number of live streams.
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Bytes received and not yet read, over all streams.
+    pub fn buffered_receive_bytes(&self) -> u64 {
+        self.streams.values().map(|s| s.recv_buf.len() as u64).sum()
+    }
+
+    /// Bytes written and not yet transmitted, over all streams: the load
+    /// figure for least-loaded trunk selection.
+    pub fn buffered_send_bytes(&self) -> u64 {
+        self.streams.values().map(|s| s.send_buf.len() as u64).sum()
+    }
+
+    /// Receive memory committed to the peer (credit plus unread bytes);
+    /// never more than [`Config::receive_buffer`].
+    pub fn committed_receive_bytes(&self) -> u64 {
+        self.streams.values().map(Stream::committed).sum()
+    }
+
+    /// How many bytes [`TrunkConnection::write`] would take now.
+    pub fn send_capacity(&self, stream: StreamId) -> usize {
+        self.streams
+            .get(&stream)
+            .filter(|s| s.send_end == SendEnd::Open && (s.local || s.accepted))
+            .map_or(0, |s| {
+                (self.config.stream_send_buffer as usize).saturating_sub(s.send_buf.len())
+            })
+    }
+
+    // ----- driving -------------------------------------------------------
+
+    /// Feeds bytes read from the trunk socket. Any amount, split anywhere.
+    /// Errors close the connection ([`Event::Closed`]).
+    pub fn handle_input(&mut self, now: u64, mut data: &[u8]) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.last_input = now;
+        self.stats.bytes_received += data.len() as u64;
+        while !data.is_empty() && self.state != State::Closed {
+            if self.inbuf.is_empty() {
+                match frame::decode(data) {
+                    Ok(Decoded::Complete(f, n)) => {
+                        let raw = &data[..n];
+                        self.handle_frame(now, f, raw);
+                        data = &data[n..];
+                    }
+                    Ok(Decoded::NeedMore(_)) => {
+                        self.inbuf.extend_from_slice(data);
+                        return;
+                    }
+                    Err(e) => return self.fail(e.into()),
+                }
+            } else {
+                // Complete the partial frame: copy no more than it needs.
+                let missing = match frame::decode(&self.inbuf) {
+                    Ok(Decoded::NeedMore(k)) => k,
+                    Ok(Decoded::Complete(..)) => 0,
+                    Err(e) => return self.fail(e.into()),
+                };
+                let take = missing.min(data.len());
+                self.inbuf.extend_from_slice(&data[..take]);
+                data = &data[take..];
+                let inbuf = std::mem::take(&mut self.inbuf);
+                match frame::decode(&inbuf) {
+                    Ok(Decoded::Complete(f, n)) => {
+                        debug_assert_eq!(n, inbuf.len());
+                        self.handle_frame(now, f, &inbuf);
+                        let mut inbuf = inbuf;
+                        inbuf.clear();
+                        if self.inbuf.is_empty() {
+                            self.inbuf = inbuf;
+                        }
+                    }
+                    Ok(Decoded::NeedMore(_)) => self.inbuf = inbuf,
+                    Err(e) => return self.fail(e.into()),
+                }
+            }
+        }
+    }
+
+    /// The TCP connection reached EOF or failed.
+    pub fn handle_transport_closed(&mut self) {
+        if self.state != State::Closed {
+            self.fail(ConnectionError::TransportClosed);
+        }
+        self.control.clear();
+        self.control_bytes = 0;
+    }
+
+    /// When [`TrunkConnection::handle_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.state {
+            State::Closed => None,
+            State::Handshake => Some(
+                (self.created_at + self.config.handshake_timeout)
+                    .min(self.last_input + self.config.idle_timeout),
+            ),
+            State::Established => {
+                let idle = self.last_input + self.config.idle_timeout;
+                if self.ping_outstanding.is_some() {
+                    Some(idle)
+                } else {
+                    Some(idle.min(self.last_input + self.config.keepalive_interval))
+                }
+            }
+        }
+    }
+
+    /// Handles expired timers: handshake and idle timeouts, keepalive PING.
+    pub fn handle_timeout(&mut self, now: u64) {
+        match self.state {
+            State::Closed => {}
+            State::Handshake => {
+                if now >= self.created_at + self.config.handshake_timeout {
+                    self.fail(ConnectionError::HandshakeTimeout);
+                } else if now >= self.last_input + self.config.idle_timeout {
+                    self.fail(ConnectionError::IdleTimeout);
+                }
+            }
+            State::Established => {
+                if now >= self.last_input + self.config.idle_timeout {
+                    self.fail(ConnectionError::IdleTimeout);
+                } else if self.ping_outstanding.is_none()
+                    && now >= self.last_input + self.config.keepalive_interval
+                {
+                    self.ping_seq += 1;
+                    self.ping_pending = true;
+                    self.ping_outstanding = Some((self.ping_seq, None));
+                }
+            }
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Bytes to write to the trunk socket, at most about `max_len` (see
+    /// [`TrunkConnection::poll_transmit_into`]); `None` when there is
+    /// nothing to send.
+    pub fn poll_transmit(&mut self, now: u64, max_len: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        (self.poll_transmit_into(now, &mut out, max_len) > 0).then_some(out)
+    }
+
+    /// Appends bytes to write to the trunk socket to `out`; returns how many.
+    ///
+    /// DATA frames are cut to fit `max_len`. Control frames are never cut:
+    /// one that does not fit is still emitted when nothing else has been
+    /// (so at most [`frame::MAX_HELLO_LEN`] + [`FRAME_HEADER_LEN`] bytes more
+    /// than `max_len`); a pacer accounts for it as debt. Streams share the
+    /// link round-robin, one DATA frame at a time.
+    pub fn poll_transmit_into(&mut self, now: u64, out: &mut Vec<u8>, max_len: usize) -> usize {
+        let start = out.len();
+        let n = self.transmit(now, out, max_len);
+        debug_assert_eq!(n, out.len() - start);
+        self.stats.bytes_sent += n as u64;
+        n
+    }
+
+    // ----- streams -------------------------------------------------------
+
+    /// Opens a stream to `destination` on behalf of `source`. Data may be
+    /// written at once (it travels behind the OPEN, within the peer's
+    /// initial window); [`Event::StreamAccepted`] or [`Event::StreamReset`]
+    /// tells whether the far relay connected.
+    ///
+    /// # Errors
+    /// [`OpenError`] if the connection cannot take a new stream.
+    pub fn open_stream(
+        &mut self,
+        destination: SocketAddr,
+        source: SocketAddr,
+    ) -> Result<StreamId, OpenError> {
+        match self.state {
+            State::Closed => return Err(OpenError::ConnectionClosed),
+            State::Handshake => return Err(OpenError::NotEstablished),
+            State::Established => {}
+        }
+        if self.going_away_sent || self.going_away_received {
+            return Err(OpenError::GoingAway);
+        }
+        let peer = self.peer.as_ref().ok_or(OpenError::NotEstablished)?;
+        let limit = peer.max_streams.min(self.config.max_streams);
+        if self.local_streams >= limit {
+            return Err(OpenError::StreamLimit(limit));
+        }
+        if self.next_local_id > u64::from(u32::MAX) {
+            return Err(OpenError::IdsExhausted);
+        }
+        let id = self.next_local_id as StreamId;
+        self.next_local_id += 2;
+        let mut s = Stream::new(
+            true,
+            u64::from(peer.initial_window),
+            u64::from(self.config.min_stream_window),
+        );
+        s.open_pending = Some((destination, source));
+        s.in_ctrl = true;
+        self.streams.insert(id, s);
+        self.ctrl_queue.push_back(id);
+        self.local_streams += 1;
+        self.stats.streams_opened_local += 1;
+        Ok(id)
+    }
+
+    /// Accepts a stream the peer opened (after connecting to its
+    /// destination): sends OPEN_OK; data may flow both ways from now on.
+    ///
+    /// # Errors
+    /// [`StreamError`] if there is no such stream or it is not awaiting
+    /// acceptance.
+    pub fn accept_stream(&mut self, stream: StreamId) -> Result<(), StreamError> {
+        let s = self.stream_mut(stream)?;
+        if s.local || s.accepted {
+            return Err(StreamError::NotAcceptable(stream));
+        }
+        s.accepted = true;
+        s.open_ok_pending = true;
+        self.schedule_ctrl(stream);
+        Ok(())
+    }
+
+    /// Queues up to `data.len()` bytes on a stream; returns how many were
+    /// taken (0 when its send buffer is full: wait for
+    /// [`Event::StreamWritable`]).
+    ///
+    /// # Errors
+    /// [`StreamError`] if the stream does not exist, is not accepted yet, or
+    /// was finished.
+    pub fn write(&mut self, stream: StreamId, data: &[u8]) -> Result<usize, StreamError> {
+        let limit = self.config.stream_send_buffer as usize;
+        let s = self.stream_mut(stream)?;
+        if !s.local && !s.accepted {
+            return Err(StreamError::NotAccepted(stream));
+        }
+        if s.send_end != SendEnd::Open {
+            return Err(StreamError::Finished(stream));
+        }
+        let n = data.len().min(limit.saturating_sub(s.send_buf.len()));
+        if n < data.len() {
+            s.write_blocked = true;
+        }
+        s.send_buf.extend(&data[..n]);
+        self.schedule_send(stream);
+        Ok(n)
+    }
+
+    /// Finishes the sending side of a stream: a FIN follows the bytes
+    /// already written (half-close). Idempotent.
+    ///
+    /// # Errors
+    /// [`StreamError`] if the stream does not exist or is not accepted yet.
+    pub fn finish(&mut self, stream: StreamId) -> Result<(), StreamError> {
+        let s = self.stream_mut(stream)?;
+        if !s.local && !s.accepted {
+            return Err(StreamError::NotAccepted(stream));
+        }
+        if s.send_end == SendEnd::Open {
+            s.send_end = SendEnd::FinQueued;
+            self.schedule_send(stream);
+        }
+        Ok(())
+    }
+
+    /// Copies received bytes of a stream into `buf`.
+    ///
+    /// # Errors
+    /// [`StreamError`] if the stream does not exist (never opened, reset, or
+    /// closed after `Finished` was returned).
+    pub fn read(&mut self, stream: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamError> {
+        let s = self.stream_mut(stream)?;
+        if s.recv_buf.is_empty() {
+            if s.recv_fin {
+                s.fin_read = true;
+                self.maybe_remove(stream);
+                return Ok(ReadOutcome::Finished);
+            }
+            s.readable_notified = false;
+            return Ok(ReadOutcome::Blocked);
+        }
+        let n = buf.len().min(s.recv_buf.len());
+        for (dst, src) in buf[..n].iter_mut().zip(s.recv_buf.drain(..n)) {
+            *dst = src;
+        }
+        if s.recv_buf.is_empty() && !s.recv_fin {
+            s.readable_notified = false;
+        }
+        self.replenish(stream);
+        Ok(ReadOutcome::Data(n))
+    }
+
+    /// Resets a stream (both directions): unsent and unread bytes are
+    /// dropped and the peer gets RESET with `reason`. The stream is gone
+    /// at once; no event follows.
+    ///
+    /// # Errors
+    /// [`StreamError::UnknownStream`] if there is no such stream.
+    pub fn reset_stream(&mut self, stream: StreamId, reason: Reason) -> Result<(), StreamError> {
+        let s = self.stream_mut(stream)?;
+        let never_announced = s.open_pending.is_some();
+        self.remove_stream(stream);
+        if !never_announced {
+            self.stats.resets_sent += 1;
+            self.push_frame(&Frame::Reset { stream, reason });
+        }
+        Ok(())
+    }
+
+    /// Starts a graceful close: GOAWAY, no new streams either way, and
+    /// [`Event::Closed`] once every stream has ended. Before the handshake
+    /// completes, closes at once.
+    pub fn go_away(&mut self) {
+        match self.state {
+            State::Closed => {}
+            State::Handshake => self.fail(ConnectionError::LocallyClosed(CloseCode::NoError)),
+            State::Established => {
+                if !self.going_away_sent {
+                    self.going_away_sent = true;
+                    let last = self.last_peer_stream;
+                    self.push_frame(&Frame::GoAway { code: CloseCode::NoError, last_stream: last });
+                    self.check_drained();
+                }
+            }
+        }
+    }
+
+    /// Closes at once with `code` (sent in GOAWAY); every stream is gone.
+    pub fn close(&mut self, code: CloseCode) {
+        self.fail(ConnectionError::LocallyClosed(code));
+    }
+
+    // ----- internals: input ---------------------------------------------
+
+    fn handle_frame(&mut self, now: u64, f: Frame<'_>, raw: &[u8]) {
+        self.stats.frames_received += 1;
+        if let Frame::GoAway { code, .. } = f {
+            return self.handle_go_away(code);
+        }
+        match self.state {
+            State::Closed => {}
+            State::Handshake => self.handle_handshake_frame(f, raw),
+            State::Established => {
+                if let Err(e) = self.handle_stream_frame(now, f) {
+                    self.fail(e);
+                }
+            }
+        }
+    }
+
+    fn handle_handshake_frame(&mut self, f: Frame<'_>, raw: &[u8]) {
+        match (f, self.peer_hello.is_some()) {
+            (Frame::Hello(h), false) => {
+                if h.role != self.role.peer() {
+                    return self.fail(ConnectionError::Protocol("both ends claim the same role"));
+                }
+                if self.our_hello[FRAME_HEADER_LEN + 8..FRAME_HEADER_LEN + 8 + NONCE_LEN] == h.nonce
+                {
+                    return self.fail(ConnectionError::Protocol("peer echoed our nonce"));
+                }
+                self.peer_hello = Some(raw.to_vec());
+                self.peer = Some(PeerInfo {
+                    name: h.name,
+                    cluster: h.cluster,
+                    max_streams: h.max_streams,
+                    initial_window: h.initial_window,
+                });
+                let (hi, ha) = self.transcript();
+                let mac = self.key.auth_mac(self.role, hi, ha);
+                self.push_frame(&Frame::Auth { mac });
+            }
+            (Frame::Auth { mac }, true) => {
+                let (hi, ha) = self.transcript();
+                if !self.key.verify_auth_mac(self.role.peer(), hi, ha, &mac) {
+                    return self.fail(ConnectionError::AuthFailed);
+                }
+                let peer = self.peer.clone().expect("peer set with its HELLO");
+                if let Some(expected) = &self.config.expected_peer_cluster {
+                    if *expected != peer.cluster {
+                        let expected = expected.clone();
+                        return self.fail(ConnectionError::WrongPeerCluster {
+                            found: peer.cluster,
+                            expected,
+                        });
+                    }
+                }
+                self.state = State::Established;
+                self.events.push_back(Event::Authenticated(peer));
+            }
+            (Frame::Hello(_), true) => self.fail(ConnectionError::Protocol("second HELLO")),
+            (_, false) => self.fail(ConnectionError::Protocol("first frame is not HELLO")),
+            (_, true) => self.fail(ConnectionError::Protocol("frame before AUTH")),
+        }
+    }
+
+    fn transcript(&self) -> (&[u8], &[u8]) {
+        let peer = self.peer_hello.as_deref().unwrap_or(&[]);
+        match self.role {
+            Role::Initiator => (&self.our_hello, peer),
+            Role::Acceptor => (peer, &self.our_hello),
+        }
+    }
+
+    fn handle_go_away(&mut self, code: CloseCode) {
+        if self.state == State::Closed {
+            return;
+        }
+        if code != CloseCode::NoError || self.state != State::Established {
+            return self.fail(ConnectionError::PeerClosed(code));
+        }
+        if !self.going_away_received {
+            self.going_away_received = true;
+            self.events.push_back(Event::GoAway);
+            self.check_drained();
+        }
+    }
+
+    /// The live stream a frame is for: `None` if it was closed already
+    /// (frames in flight are dropped); an error if it never existed.
+    fn target(&mut self, id: StreamId) -> Result<Option<&mut Stream>, ConnectionError> {
+        if self.streams.contains_key(&id) {
+            return Ok(self.streams.get_mut(&id));
+        }
+        let existed = if self.role.owns(id) {
+            u64::from(id) < self.next_local_id
+        } else {
+            id <= self.last_peer_stream
+        };
+        if existed {
+            self.stats.frames_ignored += 1;
+            Ok(None)
+        } else {
+            Err(ConnectionError::Protocol("frame on a stream that was never opened"))
+        }
+    }
+
+    fn handle_stream_frame(&mut self, now: u64, f: Frame<'_>) -> Result<(), ConnectionError> {
+        match f {
+            Frame::Hello(_) | Frame::Auth { .. } => {
+                return Err(ConnectionError::Protocol("handshake frame after the handshake"))
+            }
+            Frame::GoAway { .. } => unreachable!("handled before"),
+            Frame::Ping { payload } => self.pong_pending = Some(payload),
+            Frame::Pong { payload } => {
+                if let Some((seq, Some(sent))) = self.ping_outstanding {
+                    if payload == seq.to_be_bytes() {
+                        self.rtt = Some(now.saturating_sub(sent));
+                        self.ping_outstanding = None;
+                    }
+                }
+            }
+            Frame::Open { stream, destination, source } => {
+                if self.role.owns(stream) {
+                    return Err(ConnectionError::Protocol("OPEN with one of our stream ids"));
+                }
+                if stream <= self.last_peer_stream {
+                    return Err(ConnectionError::Protocol("stream id reused"));
+                }
+                self.last_peer_stream = stream;
+                if self.going_away_sent || self.going_away_received {
+                    self.stats.resets_sent += 1;
+                    self.push_frame(&Frame::Reset { stream, reason: Reason::ShuttingDown });
+                    return Ok(());
+                }
+                if self.remote_streams >= self.config.max_streams {
+                    return Err(ConnectionError::StreamLimit(self.config.max_streams));
+                }
+                let peer_window = self.peer.as_ref().map_or(0, |p| p.initial_window);
+                let s = Stream::new(
+                    false,
+                    u64::from(peer_window),
+                    u64::from(self.config.min_stream_window),
+                );
+                self.streams.insert(stream, s);
+                self.remote_streams += 1;
+                self.stats.streams_opened_remote += 1;
+                self.events.push_back(Event::StreamOpened { stream, destination, source });
+            }
+            Frame::OpenOk { stream } => {
+                let Some(s) = self.target(stream)? else { return Ok(()) };
+                if !s.local || s.accepted {
+                    return Err(ConnectionError::Protocol("unexpected OPEN_OK"));
+                }
+                s.accepted = true;
+                self.events.push_back(Event::StreamAccepted { stream });
+            }
+            Frame::Data { stream, payload } => {
+                let len = payload.len() as u64;
+                self.stats.data_received += len;
+                let Some(s) = self.target(stream)? else { return Ok(()) };
+                if s.local && !s.accepted {
+                    return Err(ConnectionError::Protocol("DATA before OPEN_OK"));
+                }
+                if s.recv_fin {
+                    return Err(ConnectionError::Protocol("DATA after FIN"));
+                }
+                if len > s.recv_credit {
+                    return Err(ConnectionError::FlowControl(stream));
+                }
+                s.recv_credit -= len;
+                s.recv_buf.extend(payload);
+                s.stats.bytes_received += len;
+                if !s.readable_notified {
+                    s.readable_notified = true;
+                    self.events.push_back(Event::StreamReadable { stream });
+                }
+            }
+            Frame::WindowUpdate { stream, increment } => {
+                let Some(s) = self.target(stream)? else { return Ok(()) };
+                let credit = s.send_credit + u64::from(increment);
+                if credit > u64::from(MAX_WINDOW) {
+                    return Err(ConnectionError::FlowControl(stream));
+                }
+                s.send_credit = credit;
+                self.schedule_send(stream);
+            }
+            Frame::Fin { stream } => {
+                let Some(s) = self.target(stream)? else { return Ok(()) };
+                if s.local && !s.accepted {
+                    return Err(ConnectionError::Protocol("FIN before OPEN_OK"));
+                }
+                if s.recv_fin {
+                    return Err(ConnectionError::Protocol("second FIN"));
+                }
+                s.recv_fin = true;
+                // Credit the peer can no longer use goes back to the pool.
+                s.recv_credit = 0;
+                s.window_pending = 0;
+                if !s.readable_notified {
+                    s.readable_notified = true;
+                    self.events.push_back(Event::StreamReadable { stream });
+                }
+                self.update_extra(stream);
+            }
+            Frame::Reset { stream, reason } => {
+                if self.target(stream)?.is_none() {
+                    return Ok(());
+                }
+                self.stats.resets_received += 1;
+                self.remove_stream(stream);
+                self.events.push_back(Event::StreamReset { stream, reason });
+            }
+        }
+        Ok(())
+    }
+
+    // ----- internals: flow control ----------------------------------------
+
+    /// Re-derives a stream's share of the growth pool from its committed
+    /// bytes.
+    fn update_extra(&mut self, id: StreamId) {
+        let min = u64::from(self.config.min_stream_window);
+        if let Some(s) = self.streams.get_mut(&id) {
+            let extra = s.committed().saturating_sub(min);
+            self.pool_used = self.pool_used - s.recv_extra + extra;
+            s.recv_extra = extra;
+        }
+    }
+
+    /// After a read: tops the stream's window up towards its target and
+    /// queues a WINDOW_UPDATE once half a window is owed.
+    fn replenish(&mut self, id: StreamId) {
+        self.update_extra(id);
+        let min = u64::from(self.config.min_stream_window);
+        let span = u64::from(self.config.max_stream_window) - min;
+        let pool = self.config.growth_pool();
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        if s.recv_fin {
+            return;
+        }
+        let others = self.pool_used - s.recv_extra;
+        let target = min + span.min(pool.saturating_sub(others));
+        let committed = s.committed();
+        if target > committed {
+            s.window_pending += target - committed;
+        }
+        let send_now = s.window_pending > 0 && s.window_pending >= target / 2;
+        self.update_extra(id);
+        if send_now {
+            self.schedule_ctrl(id);
+        }
+    }
+
+    // ----- internals: output --------------------------------------------
+
+    fn schedule_ctrl(&mut self, id: StreamId) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            if !s.in_ctrl {
+                s.in_ctrl = true;
+                self.ctrl_queue.push_back(id);
+            }
+        }
+    }
+
+    fn schedule_send(&mut self, id: StreamId) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            if !s.in_send && s.sendable() {
+                s.in_send = true;
+                self.send_queue.push_back(id);
+            }
+        }
+    }
+
+    fn push_control(&mut self, bytes: Vec<u8>) {
+        self.control_bytes += bytes.len();
+        self.control.push_back(bytes);
+        if self.control_bytes > self.config.max_control_queue {
+            self.fail(ConnectionError::ControlFlood);
+        }
+    }
+
+    fn push_frame(&mut self, f: &Frame<'_>) {
+        let mut b = Vec::with_capacity(f.encoded_len());
+        f.encode(&mut b);
+        self.push_control(b);
+    }
+
+    fn transmit(&mut self, now: u64, out: &mut Vec<u8>, max_len: usize) -> usize {
+        let start = out.len();
+        let used = |out: &Vec<u8>| out.len() - start;
+        let fits = |out: &Vec<u8>, len: usize| used(out) == 0 || used(out) + len <= max_len;
+
+        while let Some(front) = self.control.front() {
+            if !fits(out, front.len()) {
+                return used(out);
+            }
+            let b = self.control.pop_front().expect("front exists");
+            self.control_bytes -= b.len();
+            out.extend_from_slice(&b);
+            self.stats.frames_sent += 1;
+        }
+        if self.state != State::Established {
+            return used(out);
+        }
+        if let Some(payload) = self.pong_pending {
+            if !fits(out, FRAME_HEADER_LEN + 8) {
+                return used(out);
+            }
+            Frame::Pong { payload }.encode(out);
+            self.stats.frames_sent += 1;
+            self.pong_pending = None;
+        }
+        if self.ping_pending {
+            if !fits(out, FRAME_HEADER_LEN + 8) {
+                return used(out);
+            }
+            let seq = self.ping_seq;
+            Frame::Ping { payload: seq.to_be_bytes() }.encode(out);
+            self.stats.frames_sent += 1;
+            self.ping_pending = false;
+            self.ping_outstanding = Some((seq, Some(now)));
+        }
+        while let Some(&id) = self.ctrl_queue.front() {
+            let Some(s) = self.streams.get_mut(&id) else {
+                self.ctrl_queue.pop_front();
+                continue;
+            };
+            let mut frames: Vec<Frame<'static>> = Vec::new();
+            if let Some((destination, source)) = s.open_pending {
+                frames.push(Frame::Open { stream: id, destination, source });
+            }
+            if s.open_ok_pending {
+                frames.push(Frame::OpenOk { stream: id });
+            }
+            if s.window_pending > 0 && !s.recv_fin {
+                let inc = s.window_pending.min(u64::from(MAX_WINDOW)) as u32;
+                frames.push(Frame::WindowUpdate { stream: id, increment: inc });
+            }
+            let len: usize = frames.iter().map(Frame::encoded_len).sum();
+            if !fits(out, len) {
+                return used(out);
+            }
+            for f in &frames {
+                f.encode(out);
+                self.stats.frames_sent += 1;
+                if let Frame::WindowUpdate { increment, .. } = f {
+                    s.window_pending -= u64::from(*increment);
+                    s.recv_credit += u64::from(*increment);
+                }
+            }
+            s.open_pending = None;
+            s.open_ok_pending = false;
+            s.in_ctrl = false;
+            self.ctrl_queue.pop_front();
+            self.schedule_send(id);
+        }
+        let frame_cap = self.config.max_data_frame as usize;
+        let limit = self.config.stream_send_buffer as usize;
+        while used(out) + FRAME_HEADER_LEN < max_len.max(FRAME_HEADER_LEN + 1) || used(out) == 0 {
+            let Some(id) = self.send_queue.pop_front() else { break };
+            let Some(s) = self.streams.get_mut(&id) else { continue };
+            s.in_send = false;
+            if !s.sendable() {
+                continue;
+            }
+            if s.send_buf.is_empty() {
+                if !fits(out, FRAME_HEADER_LEN) {
+                    s.in_send = true;
+                    self.send_queue.push_front(id);
+                    break;
+                }
+                Frame::Fin { stream: id }.encode(out);
+                self.stats.frames_sent += 1;
+                s.send_end = SendEnd::FinSent;
+                self.maybe_remove(id);
+                continue;
+            }
+            let room = max_len.saturating_sub(used(out) + FRAME_HEADER_LEN).max(1);
+            let n = s.send_buf.len().min(frame_cap).min(room).min(s.send_credit as usize);
+            let (a, b) = s.send_buf.as_slices();
+            let payload: Vec<u8>;
+            let slice = if a.len() >= n {
+                &a[..n]
+            } else {
+                payload = a.iter().chain(b.iter()).take(n).copied().collect();
+                &payload[..]
+            };
+            Frame::Data { stream: id, payload: slice }.encode(out);
+            s.send_buf.drain(..n);
+            s.send_credit -= n as u64;
+            s.stats.bytes_sent += n as u64;
+            self.stats.data_sent += n as u64;
+            self.stats.frames_sent += 1;
+            if s.write_blocked && s.send_buf.len() < limit {
+                s.write_blocked = false;
+                self.events.push_back(Event::StreamWritable { stream: id });
+            }
+            if s.sendable() {
+                s.in_send = true;
+                self.send_queue.push_back(id);
+            }
+        }
+        used(out)
+    }
+
+    // ----- internals: lifecycle -----------------------------------------
+
+    fn stream_mut(&mut self, id: StreamId) -> Result<&mut Stream, StreamError> {
+        if self.state == State::Closed {
+            return Err(StreamError::ConnectionClosed);
+        }
+        self.streams.get_mut(&id).ok_or(StreamError::UnknownStream(id))
+    }
+
+    fn maybe_remove(&mut self, id: StreamId) {
+        let done = self
+            .streams
+            .get(&id)
+            .is_some_and(|s| s.send_end == SendEnd::FinSent && s.fin_read);
+        if done {
+            self.remove_stream(id);
+            self.events.push_back(Event::StreamClosed { stream: id });
+        }
+    }
+
+    fn remove_stream(&mut self, id: StreamId) {
+        if let Some(s) = self.streams.remove(&id) {
+            self.pool_used -= s.recv_extra;
+            if s.local {
+                self.local_streams -= 1;
+            } else {
+                self.remote_streams -= 1;
+            }
+            self.check_drained();
+        }
+    }
+
+    fn check_drained(&mut self) {
+        if self.state == State::Established
+            && (self.going_away_sent || self.going_away_received)
+            && self.streams.is_empty()
+        {
+            self.state = State::Closed;
+            self.events.push_back(Event::Closed { error: None });
+        }
+    }
+
+    fn fail(&mut self, error: ConnectionError) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
+        self.control.clear();
+        self.control_bytes = 0;
+        self.streams.clear();
+        self.ctrl_queue.clear();
+        self.send_queue.clear();
+        self.pool_used = 0;
+        self.local_streams = 0;
+        self.remote_streams = 0;
+        self.inbuf = Vec::new();
+        if !matches!(error, ConnectionError::PeerClosed(_) | ConnectionError::TransportClosed) {
+            let f = Frame::GoAway { code: error.close_code(), last_stream: self.last_peer_stream };
+            let mut b = Vec::new();
+            f.encode(&mut b);
+            self.control_bytes = b.len();
+            self.control.push_back(b);
+        }
+        self.events.push_back(Event::Closed { error: Some(error) });
+    }
+}

@@ -1,0 +1,671 @@
+//! Trunk frames: encoding and a strict, incremental decoder.
+//!
+//! Every frame is a 10-byte header and a payload (integers big-endian):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 1 | type |
+//! | 1 | 1 | flags, 0 (no flags are defined) |
+//! | 2 | 4 | stream id (0 for connection frames) |
+//! | 6 | 4 | payload length |
+//!
+//! | type | name | stream | payload |
+//! |---|---|---|---|
+//! | 0x01 | HELLO | 0 | see [`Hello`], 52..=180 bytes |
+//! | 0x02 | AUTH | 0 | 32-byte HMAC-SHA256 |
+//! | 0x10 | OPEN | new id | 38 bytes: families, ports, addresses (as the preamble's bytes 8..48, without bytes 14..16) |
+//! | 0x11 | OPEN_OK | id | empty |
+//! | 0x12 | DATA | id | 1..=[`MAX_DATA_PAYLOAD`] bytes |
+//! | 0x13 | WINDOW_UPDATE | id | u32 increment, 1..=[`MAX_WINDOW`] |
+//! | 0x14 | FIN | id | empty |
+//! | 0x15 | RESET | id | u8 [`Reason`] code, non-zero |
+//! | 0x20 | PING | 0 | 8 opaque bytes |
+//! | 0x21 | PONG | 0 | the 8 bytes of the PING it answers |
+//! | 0x22 | GOAWAY | 0 | u8 [`CloseCode`], u32 last stream id the sender accepted |
+//!
+//! The decoder rejects a frame as soon as its header is wrong (unknown
+//! type, flags, stream id 0 or not 0, a length that is not allowed for the
+//! type), so a peer can never make it wait for, or buffer, more than
+//! [`FRAME_HEADER_LEN`] + [`MAX_DATA_PAYLOAD`] bytes.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use thiserror::Error;
+
+use crate::reason::{CloseCode, Reason};
+use crate::Decoded;
+
+/// Length of a frame header.
+pub const FRAME_HEADER_LEN: usize = 10;
+/// Largest DATA payload (and so the largest frame payload of any type).
+pub const MAX_DATA_PAYLOAD: usize = 65_536;
+/// Largest flow-control window and WINDOW_UPDATE increment: 2^31 - 1.
+pub const MAX_WINDOW: u32 = (1 << 31) - 1;
+/// The first four bytes of a HELLO payload: "WANT".
+pub const TRUNK_MAGIC: [u8; 4] = *b"WANT";
+/// The trunk protocol version.
+pub const TRUNK_VERSION: u8 = 1;
+/// Length of a HELLO nonce.
+pub const NONCE_LEN: usize = 32;
+/// Length of an AUTH MAC.
+pub const MAC_LEN: usize = 32;
+/// Longest relay or cluster name.
+pub const MAX_NAME_LEN: usize = 64;
+/// Fixed part of a HELLO payload (without the two names).
+const HELLO_FIXED_LEN: usize = 50;
+/// Largest HELLO payload.
+pub const MAX_HELLO_LEN: usize = HELLO_FIXED_LEN + 2 * MAX_NAME_LEN;
+/// Length of an OPEN payload.
+const OPEN_LEN: usize = 38;
+
+const T_HELLO: u8 = 0x01;
+const T_AUTH: u8 = 0x02;
+const T_OPEN: u8 = 0x10;
+const T_OPEN_OK: u8 = 0x11;
+const T_DATA: u8 = 0x12;
+const T_WINDOW_UPDATE: u8 = 0x13;
+const T_FIN: u8 = 0x14;
+const T_RESET: u8 = 0x15;
+const T_PING: u8 = 0x20;
+const T_PONG: u8 = 0x21;
+const T_GOAWAY: u8 = 0x22;
+
+/// A stream id: non-zero. Streams opened by the connection's initiator
+/// (the relay that connected) are odd, by the acceptor even.
+pub type StreamId = u32;
+
+/// Which end of a trunk connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The relay that made the TCP connection (role byte 1, odd stream ids).
+    Initiator,
+    /// The relay that accepted it (role byte 2, even stream ids).
+    Acceptor,
+}
+
+impl Role {
+    /// The role byte in HELLO.
+    pub fn code(self) -> u8 {
+        match self {
+            Role::Initiator => 1,
+            Role::Acceptor => 2,
+        }
+    }
+
+    /// The other end.
+    pub fn peer(self) -> Role {
+        match self {
+            Role::Initiator => Role::Acceptor,
+            Role::Acceptor => Role::Initiator,
+        }
+    }
+
+    /// The first stream id this role opens (1 or 2).
+    pub fn first_stream_id(self) -> StreamId {
+        self.code() as StreamId
+    }
+
+    /// Whether `id` belongs to streams this role opens.
+    pub fn owns(self, id: StreamId) -> bool {
+        (id % 2 == 1) == (self == Role::Initiator)
+    }
+}
+
+/// The first frame each side sends.
+///
+/// HELLO payload (offsets in the payload):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic "WANT" |
+/// | 4 | 1 | version, 1 |
+/// | 5 | 1 | role: 1 initiator, 2 acceptor |
+/// | 6 | 2 | reserved, 0 |
+/// | 8 | 32 | nonce (random, fresh for every connection) |
+/// | 40 | 4 | max_streams: streams the receiver of this HELLO may have open that it opened, >= 1 |
+/// | 44 | 4 | initial_window: credit of every new stream, 1024..=[`MAX_WINDOW`] |
+/// | 48 | 1 | name length n, 1..=64 |
+/// | 49 | n | relay name |
+/// | 49+n | 1 | cluster length m, 1..=64 |
+/// | 50+n | m | cluster name |
+///
+/// Names are 1..=64 characters from `A-Z a-z 0-9 . _ -`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// Sender's role.
+    pub role: Role,
+    /// Sender's fresh nonce.
+    pub nonce: [u8; NONCE_LEN],
+    /// How many streams the receiver may open concurrently.
+    pub max_streams: u32,
+    /// The credit every new stream starts with, in both directions'
+    /// receive side of the sender.
+    pub initial_window: u32,
+    /// Sender's relay name.
+    pub name: String,
+    /// Sender's cluster name.
+    pub cluster: String,
+}
+
+/// Smallest initial window a HELLO may announce.
+pub const MIN_INITIAL_WINDOW: u32 = 1024;
+
+/// One decoded frame. DATA borrows its payload from the input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Handshake: who the sender is, its nonce and limits.
+    Hello(Hello),
+    /// Handshake: the sender's proof of the key.
+    Auth {
+        /// HMAC-SHA256 over the handshake transcript.
+        mac: [u8; MAC_LEN],
+    },
+    /// Open a stream to `destination` on behalf of `source`.
+    Open {
+        /// The new stream's id.
+        stream: StreamId,
+        /// Where the far relay must connect.
+        destination: SocketAddr,
+        /// The original source, passed on in the delivery preamble.
+        source: SocketAddr,
+    },
+    /// The far relay connected to the destination.
+    OpenOk {
+        /// Stream id.
+        stream: StreamId,
+    },
+    /// Stream bytes.
+    Data {
+        /// Stream id.
+        stream: StreamId,
+        /// The bytes (non-empty).
+        payload: &'a [u8],
+    },
+    /// More credit for the receiver of this frame on a stream.
+    WindowUpdate {
+        /// Stream id.
+        stream: StreamId,
+        /// Bytes of additional credit.
+        increment: u32,
+    },
+    /// The sender will send no more bytes on the stream (half-close).
+    Fin {
+        /// Stream id.
+        stream: StreamId,
+    },
+    /// The stream is aborted in both directions.
+    Reset {
+        /// Stream id.
+        stream: StreamId,
+        /// Why.
+        reason: Reason,
+    },
+    /// Liveness probe; answered by PONG with the same payload.
+    Ping {
+        /// Opaque.
+        payload: [u8; 8],
+    },
+    /// Answer to PING.
+    Pong {
+        /// The PING's payload.
+        payload: [u8; 8],
+    },
+    /// The sender opens no more streams and accepts no more; with a
+    /// non-zero code it closes the connection now.
+    GoAway {
+        /// Why.
+        code: CloseCode,
+        /// The highest stream id opened by the receiver that the sender
+        /// accepted.
+        last_stream: StreamId,
+    },
+}
+
+/// What is wrong with a frame.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum FrameError {
+    /// A type byte this version does not define.
+    #[error("unknown frame type {0:#04x}")]
+    UnknownType(u8),
+    /// Non-zero flags.
+    #[error("frame type {frame_type:#04x} with flags {flags:#04x}")]
+    NonZeroFlags {
+        /// Type byte.
+        frame_type: u8,
+        /// Flags byte.
+        flags: u8,
+    },
+    /// Stream id 0 on a stream frame, or non-zero on a connection frame.
+    #[error("frame type {frame_type:#04x} on stream {stream}")]
+    BadStreamId {
+        /// Type byte.
+        frame_type: u8,
+        /// Stream id in the header.
+        stream: u32,
+    },
+    /// A payload length the type does not allow (too long, too short, or
+    /// not the fixed length).
+    #[error("frame type {frame_type:#04x} with payload length {len}")]
+    BadLength {
+        /// Type byte.
+        frame_type: u8,
+        /// Length in the header.
+        len: u32,
+    },
+    /// HELLO magic is not "WANT".
+    #[error("bad HELLO magic: not a wanrelay trunk")]
+    BadMagic,
+    /// HELLO from another protocol version.
+    #[error("unsupported trunk protocol version {0}")]
+    UnsupportedVersion(u8),
+    /// HELLO role byte other than 1 or 2.
+    #[error("bad role byte {0}")]
+    BadRole(u8),
+    /// Name empty, too long, or with a forbidden character.
+    #[error("bad relay or cluster name")]
+    BadName,
+    /// A HELLO whose name lengths do not add up to the payload length.
+    #[error("HELLO names do not fill the payload exactly")]
+    BadHelloLength,
+    /// HELLO max_streams 0 or initial_window out of range.
+    #[error("HELLO limit out of range")]
+    BadLimit,
+    /// A reserved byte is not zero.
+    #[error("reserved byte is not zero")]
+    NonZeroReserved,
+    /// OPEN address family not 4 or 6.
+    #[error("address family {0} (expected 4 or 6)")]
+    BadFamily(u8),
+    /// OPEN with a zero port or an unspecified address.
+    #[error("OPEN with an unspecified address or port 0")]
+    BadAddress,
+    /// WINDOW_UPDATE of 0 or more than [`MAX_WINDOW`].
+    #[error("WINDOW_UPDATE increment {0} out of range")]
+    BadIncrement(u32),
+    /// RESET with reason 0.
+    #[error("RESET with reason 0")]
+    ZeroReason,
+}
+
+impl FrameError {
+    /// The close code a connection sends when it receives this.
+    pub fn close_code(&self) -> CloseCode {
+        match self {
+            FrameError::BadLength { .. } => CloseCode::FrameSize,
+            FrameError::UnsupportedVersion(_) => CloseCode::Version,
+            _ => CloseCode::Protocol,
+        }
+    }
+}
+
+/// Allowed payload lengths and stream-id rule of a frame type.
+fn frame_rule(ty: u8) -> Option<(usize, usize, bool)> {
+    // (min len, max len, on a stream)
+    Some(match ty {
+        T_HELLO => (HELLO_FIXED_LEN + 2, MAX_HELLO_LEN, false),
+        T_AUTH => (MAC_LEN, MAC_LEN, false),
+        T_OPEN => (OPEN_LEN, OPEN_LEN, true),
+        T_OPEN_OK | T_FIN => (0, 0, true),
+        T_DATA => (1, MAX_DATA_PAYLOAD, true),
+        T_WINDOW_UPDATE => (4, 4, true),
+        T_RESET => (1, 1, true),
+        T_PING | T_PONG => (8, 8, false),
+        T_GOAWAY => (5, 5, false),
+        _ => return None,
+    })
+}
+
+/// Decodes one frame from the start of `buf`.
+///
+/// Returns [`Decoded::NeedMore`] with the number of bytes still missing
+/// (at least 1) when `buf` holds only part of a frame, or the frame and the
+/// bytes it took.
+///
+/// # Errors
+/// A [`FrameError`] as soon as the bytes present are invalid: the header
+/// is checked byte by byte before any payload is awaited.
+pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
+    let Some(&ty) = buf.first() else {
+        return Ok(Decoded::NeedMore(FRAME_HEADER_LEN));
+    };
+    let (min, max, on_stream) = frame_rule(ty).ok_or(FrameError::UnknownType(ty))?;
+    if let Some(&flags) = buf.get(1) {
+        if flags != 0 {
+            return Err(FrameError::NonZeroFlags { frame_type: ty, flags });
+        }
+    }
+    if buf.len() < FRAME_HEADER_LEN {
+        return Ok(Decoded::NeedMore(FRAME_HEADER_LEN - buf.len()));
+    }
+    let stream = u32::from_be_bytes([buf[2], buf[3], buf[4], buf[5]]);
+    let len = u32::from_be_bytes([buf[6], buf[7], buf[8], buf[9]]);
+    if (stream != 0) != on_stream {
+        return Err(FrameError::BadStreamId { frame_type: ty, stream });
+    }
+    let ulen = len as usize;
+    if ulen < min || ulen > max {
+        return Err(FrameError::BadLength { frame_type: ty, len });
+    }
+    let total = FRAME_HEADER_LEN + ulen;
+    if buf.len() < total {
+        return Ok(Decoded::NeedMore(total - buf.len()));
+    }
+    let p = &buf[FRAME_HEADER_LEN..total];
+    let frame = match ty {
+        T_HELLO => Frame::Hello(decode_hello(p)?),
+        T_AUTH => {
+            let mut mac = [0u8; MAC_LEN];
+            mac.copy_from_slice(p);
+            Frame::Auth { mac }
+        }
+        T_OPEN => {
+            let (destination, source) = decode_addresses(p)?;
+            Frame::Open { stream, destination, source }
+        }
+        T_OPEN_OK => Frame::OpenOk { stream },
+        T_DATA => Frame::Data { stream, payload: p },
+        T_WINDOW_UPDATE => {
+            let increment = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
+            if increment == 0 || increment > MAX_WINDOW {
+                return Err(FrameError::BadIncrement(increment));
+            }
+            Frame::WindowUpdate { stream, increment }
+        }
+        T_FIN => Frame::Fin { stream },
+        T_RESET => Frame::Reset { stream, reason: Reason::from_code(p[0]).ok_or(FrameError::ZeroReason)? },
+        T_PING | T_PONG => {
+            let mut payload = [0u8; 8];
+            payload.copy_from_slice(p);
+            if ty == T_PING {
+                Frame::Ping { payload }
+            } else {
+                Frame::Pong { payload }
+            }
+        }
+        T_GOAWAY => Frame::GoAway {
+            code: CloseCode::from_code(p[0]),
+            last_stream: u32::from_be_bytes([p[1], p[2], p[3], p[4]]),
+        },
+        _ => return Err(FrameError::UnknownType(ty)),
+    };
+    Ok(Decoded::Complete(frame, total))
+}
+
+/// Whether `name` is a valid relay or cluster name.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+fn decode_hello(p: &[u8]) -> Result<Hello, FrameError> {
+    if p[0..4] != TRUNK_MAGIC {
+        return Err(FrameError::BadMagic);
+    }
+    if p[4] != TRUNK_VERSION {
+        return Err(FrameError::UnsupportedVersion(p[4]));
+    }
+    let role = match p[5] {
+        1 => Role::Initiator,
+        2 => Role::Acceptor,
+        r => return Err(FrameError::BadRole(r)),
+    };
+    if p[6] != 0 || p[7] != 0 {
+        return Err(FrameError::NonZeroReserved);
+    }
+    let mut nonce = [0u8; NONCE_LEN];
+    nonce.copy_from_slice(&p[8..40]);
+    let max_streams = u32::from_be_bytes([p[40], p[41], p[42], p[43]]);
+    let initial_window = u32::from_be_bytes([p[44], p[45], p[46], p[47]]);
+    if max_streams == 0 || !(MIN_INITIAL_WINDOW..=MAX_WINDOW).contains(&initial_window) {
+        return Err(FrameError::BadLimit);
+    }
+    let n = p[48] as usize;
+    let name_end = 49 + n;
+    let m = *p.get(name_end).ok_or(FrameError::BadHelloLength)? as usize;
+    if name_end + 1 + m != p.len() {
+        return Err(FrameError::BadHelloLength);
+    }
+    let name = std::str::from_utf8(&p[49..name_end]).map_err(|_| FrameError::BadName)?;
+    let cluster = std::str::from_utf8(&p[name_end + 1..]).map_err(|_| FrameError::BadName)?;
+    if !valid_name(name) || !valid_name(cluster) {
+        return Err(FrameError::BadName);
+    }
+    Ok(Hello {
+        role,
+        nonce,
+        max_streams,
+        initial_window,
+        name: name.to_owned(),
+        cluster: cluster.to_owned(),
+    })
+}
+
+fn decode_addresses(p: &[u8]) -> Result<(SocketAddr, SocketAddr), FrameError> {
+    let dport = u16::from_be_bytes([p[2], p[3]]);
+    let sport = u16::from_be_bytes([p[4], p[5]]);
+    let d = address(p[0], &p[6..22], dport)?;
+    let s = address(p[1], &p[22..38], sport)?;
+    Ok((d, s))
+}
+
+fn address(fam: u8, b: &[u8], port: u16) -> Result<SocketAddr, FrameError> {
+    let ip = match fam {
+        4 => {
+            if b[4..].iter().any(|&x| x != 0) {
+                return Err(FrameError::NonZeroReserved);
+            }
+            IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+        }
+        6 => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(b);
+            IpAddr::V6(Ipv6Addr::from(o))
+        }
+        f => return Err(FrameError::BadFamily(f)),
+    };
+    if ip.is_unspecified() || port == 0 {
+        return Err(FrameError::BadAddress);
+    }
+    Ok(SocketAddr::new(ip, port))
+}
+
+fn header(out: &mut Vec<u8>, ty: u8, stream: StreamId, len: usize) {
+    out.push(ty);
+    out.push(0);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+}
+
+fn put_address(fam: &mut u8, port: &mut [u8], addr: &mut [u8], a: &SocketAddr) {
+    port.copy_from_slice(&a.port().to_be_bytes());
+    match a.ip() {
+        IpAddr::V4(v4) => {
+            *fam = 4;
+            addr[..4].copy_from_slice(&v4.octets());
+        }
+        IpAddr::V6(v6) => {
+            *fam = 6;
+            addr.copy_from_slice(&v6.octets());
+        }
+    }
+}
+
+impl Frame<'_> {
+    /// The encoded length of this frame.
+    pub fn encoded_len(&self) -> usize {
+        FRAME_HEADER_LEN
+            + match self {
+                Frame::Hello(h) => HELLO_FIXED_LEN + h.name.len() + h.cluster.len(),
+                Frame::Auth { .. } => MAC_LEN,
+                Frame::Open { .. } => OPEN_LEN,
+                Frame::OpenOk { .. } | Frame::Fin { .. } => 0,
+                Frame::Data { payload, .. } => payload.len(),
+                Frame::WindowUpdate { .. } => 4,
+                Frame::Reset { .. } => 1,
+                Frame::Ping { .. } | Frame::Pong { .. } => 8,
+                Frame::GoAway { .. } => 5,
+            }
+    }
+
+    /// Appends the encoded frame to `out`.
+    ///
+    /// # Panics
+    /// If the frame is not encodable: a HELLO with an invalid name, a DATA
+    /// payload empty or longer than [`MAX_DATA_PAYLOAD`], or stream id 0 on
+    /// a stream frame. These are bugs of the caller, never peer input; the
+    /// connection state machine only encodes valid frames.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Frame::Hello(h) => {
+                assert!(valid_name(&h.name) && valid_name(&h.cluster), "invalid HELLO name");
+                header(out, T_HELLO, 0, HELLO_FIXED_LEN + h.name.len() + h.cluster.len());
+                out.extend_from_slice(&TRUNK_MAGIC);
+                out.extend_from_slice(&[TRUNK_VERSION, h.role.code(), 0, 0]);
+                out.extend_from_slice(&h.nonce);
+                out.extend_from_slice(&h.max_streams.to_be_bytes());
+                out.extend_from_slice(&h.initial_window.to_be_bytes());
+                out.push(h.name.len() as u8);
+                out.extend_from_slice(h.name.as_bytes());
+                out.push(h.cluster.len() as u8);
+                out.extend_from_slice(h.cluster.as_bytes());
+            }
+            Frame::Auth { mac } => {
+                header(out, T_AUTH, 0, MAC_LEN);
+                out.extend_from_slice(mac);
+            }
+            Frame::Open { stream, destination, source } => {
+                assert!(*stream != 0, "OPEN on stream 0");
+                header(out, T_OPEN, *stream, OPEN_LEN);
+                let mut p = [0u8; OPEN_LEN];
+                let (fams, rest) = p.split_at_mut(2);
+                let (ports, addrs) = rest.split_at_mut(4);
+                let (dport, sport) = ports.split_at_mut(2);
+                let (daddr, saddr) = addrs.split_at_mut(16);
+                let (dfam, sfam) = fams.split_at_mut(1);
+                put_address(&mut dfam[0], dport, daddr, destination);
+                put_address(&mut sfam[0], sport, saddr, source);
+                out.extend_from_slice(&p);
+            }
+            Frame::OpenOk { stream } => stream_header(out, T_OPEN_OK, *stream, 0),
+            Frame::Data { stream, payload } => {
+                assert!(
+                    !payload.is_empty() && payload.len() <= MAX_DATA_PAYLOAD,
+                    "DATA payload length {}",
+                    payload.len()
+                );
+                stream_header(out, T_DATA, *stream, payload.len());
+                out.extend_from_slice(payload);
+            }
+            Frame::WindowUpdate { stream, increment } => {
+                stream_header(out, T_WINDOW_UPDATE, *stream, 4);
+                out.extend_from_slice(&increment.to_be_bytes());
+            }
+            Frame::Fin { stream } => stream_header(out, T_FIN, *stream, 0),
+            Frame::Reset { stream, reason } => {
+                stream_header(out, T_RESET, *stream, 1);
+                out.push(reason.code());
+            }
+            Frame::Ping { payload } => {
+                header(out, T_PING, 0, 8);
+                out.extend_from_slice(payload);
+            }
+            Frame::Pong { payload } => {
+                header(out, T_PONG, 0, 8);
+                out.extend_from_slice(payload);
+            }
+            Frame::GoAway { code, last_stream } => {
+                header(out, T_GOAWAY, 0, 5);
+                out.push(code.code());
+                out.extend_from_slice(&last_stream.to_be_bytes());
+            }
+        }
+    }
+}
+
+fn stream_header(out: &mut Vec<u8>, ty: u8, stream: StreamId, len: usize) {
+    assert!(stream != 0, "stream frame on stream 0");
+    header(out, ty, stream, len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(f: Frame<'_>) {
+        let mut b = Vec::new();
+        f.encode(&mut b);
+        assert_eq!(b.len(), f.encoded_len());
+        assert_eq!(decode(&b), Ok(Decoded::Complete(f.clone(), b.len())));
+        for n in 0..b.len() {
+            assert!(matches!(decode(&b[..n]), Ok(Decoded::NeedMore(k)) if k == b.len() - n || n < FRAME_HEADER_LEN));
+        }
+    }
+
+    #[test]
+    fn every_frame_type_round_trips() {
+        round_trip(Frame::Hello(Hello {
+            role: Role::Acceptor,
+            nonce: [7; 32],
+            max_streams: 10,
+            initial_window: 65536,
+            name: "b-relay0".into(),
+            cluster: "b".into(),
+        }));
+        round_trip(Frame::Auth { mac: [9; 32] });
+        round_trip(Frame::Open {
+            stream: 3,
+            destination: "10.1.0.3:4000".parse().unwrap(),
+            source: "[fd00::2]:5000".parse().unwrap(),
+        });
+        round_trip(Frame::OpenOk { stream: 3 });
+        round_trip(Frame::Data { stream: 5, payload: b"hello" });
+        round_trip(Frame::WindowUpdate { stream: 5, increment: MAX_WINDOW });
+        round_trip(Frame::Fin { stream: 2 });
+        round_trip(Frame::Reset { stream: 2, reason: Reason::Refused });
+        round_trip(Frame::Ping { payload: [1, 2, 3, 4, 5, 6, 7, 8] });
+        round_trip(Frame::Pong { payload: [1; 8] });
+        round_trip(Frame::GoAway { code: CloseCode::Shutdown, last_stream: 41 });
+    }
+
+    #[test]
+    fn data_header_is_byte_exact() {
+        let mut b = Vec::new();
+        Frame::Data { stream: 0x0102_0304, payload: b"ab" }.encode(&mut b);
+        assert_eq!(b, [0x12, 0, 1, 2, 3, 4, 0, 0, 0, 2, b'a', b'b']);
+    }
+
+    #[test]
+    fn huge_length_is_refused_from_the_header_alone() {
+        let h = [T_DATA, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(decode(&h), Err(FrameError::BadLength { frame_type: T_DATA, len: u32::MAX }));
+        let h = [T_DATA, 0, 0, 0, 0, 1, 0, 1, 0, 1];
+        assert!(matches!(decode(&h), Err(FrameError::BadLength { .. })));
+    }
+
+    #[test]
+    fn unknown_type_flags_and_stream_zero_are_refused() {
+        assert_eq!(decode(&[0x99]), Err(FrameError::UnknownType(0x99)));
+        assert!(matches!(decode(&[T_DATA, 1]), Err(FrameError::NonZeroFlags { .. })));
+        let h = [T_DATA, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+        assert!(matches!(decode(&h), Err(FrameError::BadStreamId { .. })));
+        let h = [T_PING, 0, 0, 0, 0, 1, 0, 0, 0, 8];
+        assert!(matches!(decode(&h), Err(FrameError::BadStreamId { .. })));
+    }
+
+    #[test]
+    fn bad_payload_values_are_refused() {
+        let mut b = Vec::new();
+        header(&mut b, T_WINDOW_UPDATE, 1, 4);
+        b.extend_from_slice(&0u32.to_be_bytes());
+        assert_eq!(decode(&b), Err(FrameError::BadIncrement(0)));
+        let mut b = Vec::new();
+        header(&mut b, T_WINDOW_UPDATE, 1, 4);
+        b.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(decode(&b), Err(FrameError::BadIncrement(u32::MAX)));
+        let mut b = Vec::new();
+        header(&mut b, T_RESET, 1, 1);
+        b.push(0);
+        assert_eq!(decode(&b), Err(FrameError::ZeroReason));
+    }
+}

@@ -1,0 +1,52 @@
+//! wanproto: the protocol core of the wanrelay relays, without I/O and
+//! without a clock (the quinn model).
+//!
+//! * [`preamble`]: the fixed-size messages between the shim (libwanshim, C)
+//!   and the relays: the connect preamble, the relay's reply, and the
+//!   delivery preamble that carries the original source to the destination.
+//! * [`frame`]: the trunk frame format between two relays.
+//! * [`auth`]: the pre-shared-key handshake (HMAC-SHA256 both ways).
+//! * [`connection`]: [`TrunkConnection`], one trunk connection as a state
+//!   machine: handshake, stream multiplexing, per-stream flow control,
+//!   keepalive.
+//! * [`select`]: which trunk carries a new stream (by destination host, or
+//!   least loaded).
+//! * [`pacer`]: a token bucket for the WAN side.
+//! * [`reason`]: reason codes shared by the preamble reply and the trunk.
+//!
+//! Time is a `u64` count of nanoseconds on any monotone clock the caller
+//! chooses; the daemon passes `CLOCK_MONOTONIC`, tests pass virtual time.
+//! Nothing a peer sends can make this crate panic or allocate without
+//! bound: malformed input is an error value. The byte-exact formats are in
+//! docs/wanproto.md.
+
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod connection;
+pub mod frame;
+pub mod pacer;
+pub mod preamble;
+pub mod reason;
+pub mod select;
+
+pub use auth::{KeyError, PresharedKey};
+pub use connection::{
+    Config, ConfigError, ConnectionError, ConnectionStats, Event, OpenError, PeerInfo,
+    ReadOutcome, StreamError, StreamStats, TrunkConnection,
+};
+pub use frame::{Role, StreamId};
+pub use pacer::Pacer;
+pub use preamble::{Preamble, PreambleError, Reply};
+pub use reason::{CloseCode, Reason};
+pub use select::{Policy, TrunkCandidate, TrunkSelector};
+
+/// The result of an incremental decoder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decoded<T> {
+    /// The input is a valid prefix; at least this many more bytes are
+    /// needed (never 0).
+    NeedMore(usize),
+    /// A complete value and the number of input bytes it took.
+    Complete(T, usize),
+}
