@@ -13,7 +13,7 @@ MPICH_CC := $(VENV)/bin/mpicc
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc dropbear-bin openssh-client
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c tests/programs/where.c tests/programs/ring.c \
-	tests/programs/collcheck.c
+	tests/programs/collcheck.c tests/programs/shimpaced.c
 FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f
 OPENMPI_FC := /usr/bin/mpif90.openmpi
 MPICH_FC := build/mpich-fortran/bin/mpif90

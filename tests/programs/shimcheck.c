@@ -3,6 +3,7 @@
  * Usage: shimcheck pacing RATE     (RATE: bytes/s the API sets mid-run)
  *        shimcheck errors
  *        shimcheck threads
+ *        shimcheck inherited FD   (FD: a TCP socket the parent connected)
  *
  * The clusters are loopback addresses: the tests set
  * WANMPI_CLUSTER_MAP="a=127.0.0.1/32;b=127.0.0.2/32;c=127.0.0.3/32", so this
@@ -16,6 +17,7 @@
  *   with errno preset); the output must be the same with and without the shim.
  * threads: connects and closes from several threads while the main thread
  *   changes the rate; prints "threads ok" or what was wrong (exit 1).
+ * inherited: prints the rate of FD (the shim's API call makes it look).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -182,7 +184,7 @@ static int pacing(uint64_t rate)
         show("initial", names[i], fd[i]);
     if (!api.set_wan_rate)
         return 0;
-    api_result("count", api.count());
+    api_result("count-initial", api.count());
     api_result("set_wan_rate", api.set_wan_rate(rate));
     api_result("wan_rate", (long long)api.wan_rate());
     for (int i = 0; i < 8; i++)
@@ -190,7 +192,7 @@ static int pacing(uint64_t rate)
     /* connected after the rate was set */
     fd[8] = connect_to("127.0.0.2", pb, NULL);
     show("after-set", names[8], fd[8]);
-    api_result("count", api.count());
+    api_result("count-after-set", api.count());
     /* one cluster on its own rate, then back to the WAN rate */
     api_result("set_cluster_rate_c", api.set_cluster_rate("c", rate / 2));
     api_result("cluster_rate_c", (long long)api.cluster_rate("c"));
@@ -206,7 +208,7 @@ static int pacing(uint64_t rate)
     close(fd[2]);
     fd[2] = -1;
     api_result("count-after-dup-close", api.count());
-    api_result("set_wan_rate", api.set_wan_rate(rate + 1));
+    api_result("set_wan_rate-after-dup", api.set_wan_rate(rate + 1));
     show("after-dup", names[9], fd[9]);
     api_result("set_wan_rate_0", api.set_wan_rate(0));
     for (int i = 0; i < SOCKETS; i++)
@@ -371,6 +373,17 @@ static int threads(void)
     return 0;
 }
 
+/* ---- inherited: a socket connected before this process started ---- */
+
+static int inherited(int fd)
+{
+    struct api api = find_api();
+    if (api.count)
+        api_result("count", api.count());
+    show("inherited", "inherited-to-b", fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -380,6 +393,8 @@ int main(int argc, char **argv)
         return errors();
     if (argc == 2 && !strcmp(argv[1], "threads"))
         return threads();
-    fprintf(stderr, "usage: shimcheck pacing RATE | errors | threads\n");
+    if (argc == 3 && !strcmp(argv[1], "inherited"))
+        return inherited(atoi(argv[2]));
+    fprintf(stderr, "usage: shimcheck pacing RATE | errors | threads | inherited FD\n");
     return 2;
 }

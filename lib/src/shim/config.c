@@ -110,7 +110,9 @@ static int parse_rate(const char *text, uint64_t *out, const char **problem)
     }
     char unit[16];
     size_t n = 0;
-    for (p = stop; *p && !isspace((unsigned char)*p); p++) {
+    for (p = stop; isspace((unsigned char)*p); p++)
+        ;
+    for (; *p && !isspace((unsigned char)*p); p++) {
         if (n + 1 >= sizeof unit) {
             *problem = "unknown unit (units: B, KB, MB, GB, KiB, MiB, GiB for bytes/s; "
                        "bit, kbit, Mbit, Gbit, Tbit for bits/s)";
@@ -187,6 +189,7 @@ static void init_once(void)
     WS_DEBUG(1, "cluster '%s' of %d; WAN rate %llu B/s%s",
              ws_self_cluster() >= 0 ? ws_cluster_name(ws_self_cluster()) : self,
              ws_cluster_count(), (unsigned long long)rate, rate ? "" : " (not paced)");
+    ws_adopt_open_sockets();
 done:
     errno = saved;
 }

@@ -17,6 +17,7 @@
 #include "shim.h"
 #include "wanshim.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -190,6 +191,34 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
                    ws_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
                    rate ? "paced at " : "not paced, ", (unsigned long long)rate);
     }
+}
+
+/* Sockets that were open before the shim looked: inherited from the parent
+ * (MPICH's ranks inherit their hydra proxy's connection to mpiexec, which
+ * crosses the WAN for every rank not in mpiexec's cluster) or connected
+ * before the first intercepted call. Not in the table otherwise, they would
+ * be the only WAN sockets left unpaced. */
+void ws_adopt_open_sockets(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir)
+        return;
+    struct dirent *d;
+    while ((d = readdir(dir))) {
+        if (d->d_name[0] < '0' || d->d_name[0] > '9')
+            continue;
+        int fd = atoi(d->d_name);
+        struct stat st;
+        if (fd == dirfd(dir) || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+            continue;
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof peer;
+        if (getpeername(fd, (struct sockaddr *)&peer, &len) != 0)
+            continue;           /* a listener, not connected, or not IP */
+        if (ws_peer_cluster((struct sockaddr *)&peer, len) >= 0)
+            ws_socket_connected(fd, (struct sockaddr *)&peer, len, "open before, connected to");
+    }
+    closedir(dir);
 }
 
 void ws_socket_closing(int fd)

@@ -59,6 +59,8 @@ void ws_pacing_init(uint64_t wan_rate);     /* before any socket is tracked */
  * Tracks and paces it if it is a TCP socket to another cluster; forgets what
  * was known about `fd` otherwise. */
 void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, const char *how);
+/* Tracks the sockets to other clusters that are already open (inherited). */
+void ws_adopt_open_sockets(void);
 /* `fd` is about to be closed. */
 void ws_socket_closing(int fd);
 /* `newfd` now refers to what `oldfd` refers to (dup, dup2, dup3). */
