@@ -1,4 +1,4 @@
-/* libwanshim internals. The shim has three parts:
+/* libwanshim internals. The shim has four parts:
  *   wrappers.c   the LD_PRELOAD wrappers of the socket calls (Darshan's shape:
  *                resolve the real symbol, call it, record, return its result
  *                and errno unchanged)
