@@ -13,7 +13,7 @@ MPICH_CC := $(VENV)/bin/mpicc
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc dropbear-bin openssh-client
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c tests/programs/where.c tests/programs/ring.c \
-	tests/programs/collcheck.c tests/programs/shimpaced.c
+	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c
 FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f
 OPENMPI_FC := /usr/bin/mpif90.openmpi
 MPICH_FC := build/mpich-fortran/bin/mpif90
@@ -53,7 +53,7 @@ wanem:
 	$(CARGO) build --release --quiet
 
 # libwanmpi, once per MPI (lib/): PMPI interposition, preloaded by `wanmpi run`
-LIB_SOURCES := $(wildcard lib/src/common/*.c lib/src/coll/*.c lib/src/fortran/*.c)
+LIB_SOURCES := $(wildcard lib/src/common/*.c lib/src/coll/*.c lib/src/pacing/*.c lib/src/fortran/*.c)
 LIB_HEADERS := $(wildcard lib/include/*.h lib/src/*/*.h)
 LIB_FLAGS := $(CFLAGS) -g -fPIC -shared -fvisibility=default
 lib: build/lib/libwanmpi-openmpi.so build/lib/libwanmpi-mpich.so build/lib/libwanshim.so

@@ -2,8 +2,10 @@
  *
  * Programs need nothing from this header to benefit: `wanmpi run` preloads
  * the library and MPI_Bcast, MPI_Allreduce, MPI_Reduce, MPI_Allgather,
- * MPI_Reduce_scatter_block and MPI_Barrier (C and Fortran) become
- * cluster-aware. The functions below are for programs that want to know. */
+ * MPI_Reduce_scatter_block, MPI_Barrier, MPI_Alltoall and MPI_Alltoallv (C and
+ * Fortran) become cluster-aware. What follows is for programs that want to
+ * know, or to pace their own point-to-point phases (docs/pacing.md); such
+ * programs link with -lwanmpi-<mpi> (build/lib). */
 #ifndef WANMPI_H
 #define WANMPI_H
 
@@ -19,6 +21,23 @@ extern "C" {
  * order of the lowest rank) the calling rank is in. Collective over `comm`
  * the first time it is called for a communicator. */
 int wanmpi_comm_clusters(MPI_Comm comm, int *nclusters, int *my_cluster);
+
+/* Pacing attributes (keyvals valid after MPI_Init; use them on any
+ * communicator, they act on the whole process). Values are KB/s (1000 B/s):
+ *   int *b, flag;
+ *   MPI_Comm_get_attr(MPI_COMM_WORLD, WANMPI_MAXRATE, &b, &flag);   // B
+ *   int matb = *b / 4;
+ *   MPI_Comm_set_attr(MPI_COMM_WORLD, WANMPI_MATB, &matb);          // re-paces now
+ *   MPI_Comm_delete_attr(MPI_COMM_WORLD, WANMPI_MATB);              // back to the start rate
+ * WANMPI_MAXRATE: get only (flag 0 if the WAN rate is unknown). WANMPI_MATB:
+ * get (0: not paced), put (> 0), delete. Bad values: MPI_ERR_ARG /
+ * MPI_ERR_KEYVAL class, on the communicator's error handler. */
+extern int WANMPI_MAXRATE;
+extern int WANMPI_MATB;
+
+/* MATB = B / n: n ranks send across the WAN at the same time (the pacing
+ * paper's psp_set_limit). n > 0. */
+int wanmpi_set_senders(MPI_Comm comm, int n);
 
 #ifdef __cplusplus
 }

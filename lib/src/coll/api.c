@@ -12,10 +12,13 @@
  *     derived datatype;
  *   - arguments MPI would reject (negative counts, a root out of range, a
  *     null datatype or operation, MPI_IN_PLACE where it is not allowed,
- *     send and receive sizes that differ).
+ *     send and receive sizes that differ);
+ *   - all-to-all: MPI_IN_PLACE (the "paced" algorithm then: the MPI
+ *     library's own, with the WAN sockets paced), displacements past INT_MAX.
  * Messages up to WANMPI_SMALL bytes take the single-lane path, which has the
  * fewest hops and is the fastest for them. */
 #include "coll.h"
+#include <limits.h>
 #include "stats.h"
 #include "../common/log.h"
 #include "../common/settings.h"
@@ -193,6 +196,83 @@ int wm_barrier_call(MPI_Comm comm)
     return rc;
 }
 
+/* Would MPI accept these counts? Sizes must agree pairwise only on the
+ * receiving side, which we cannot see; MPI checks that itself. */
+static int counts_ok(const int *counts, const int *displs, int n)
+{
+    if (!counts || !displs)
+        return 0;
+    for (int p = 0; p < n; p++)
+        if (counts[p] < 0)
+            return 0;
+    return 1;
+}
+
+int wm_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = enter(WM_ALLTOALL, comm, &wc, &alg), ssize = 0, rsize = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int typed = type_size(recvtype, &rsize);
+    if (alg != WM_ALG_MPI) {
+        if (recvcount < 0 || !typed || (long long)recvcount * wc->size > INT_MAX)
+            alg = WM_ALG_MPI;
+        else if (sendbuf == MPI_IN_PLACE)
+            alg = WM_ALG_PACED;
+        else if (sendcount < 0 || !type_size(sendtype, &ssize) ||
+                 (long long)sendcount * ssize != (long long)recvcount * rsize ||
+                 (long long)sendcount * wc->size > INT_MAX)
+            alg = WM_ALG_MPI;
+    }
+    double bytes = (double)recvcount * rsize * (alg != WM_ALG_MPI ? wc->size : 1);
+    if (alg == WM_ALG_MPI)
+        rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    else if (sendbuf == MPI_IN_PLACE)
+        rc = wm_alltoall_run(wc, alg, sendbuf, recvcount, recvtype, recvbuf, recvcount, recvtype);
+    else
+        rc = wm_alltoall_run(wc, alg, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+    wm_stats_call(WM_ALLTOALL, alg, bytes, PMPI_Wtime() - t0);
+    return rc;
+}
+
+int wm_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
+                 void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = enter(WM_ALLTOALLV, comm, &wc, &alg), ssize = 0, rsize = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (alg != WM_ALG_MPI) {
+        if (!type_size(recvtype, &rsize) || !counts_ok(recvcounts, rdispls, wc->size))
+            alg = WM_ALG_MPI;
+        else if (sendbuf == MPI_IN_PLACE)
+            alg = WM_ALG_PACED;
+        else if (!type_size(sendtype, &ssize) || !counts_ok(sendcounts, sdispls, wc->size))
+            alg = WM_ALG_MPI;
+    }
+    double bytes = 0;
+    if (alg != WM_ALG_MPI)
+        for (int p = 0; p < wc->size; p++)
+            bytes += (double)recvcounts[p] * rsize;
+    if (alg == WM_ALG_MPI)
+        rc = PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                            comm);
+    else if (sendbuf == MPI_IN_PLACE)
+        rc = wm_alltoallv_run(wc, alg, sendbuf, recvcounts, rdispls, recvtype, recvbuf, recvcounts, rdispls,
+                              recvtype);
+    else
+        rc = wm_alltoallv_run(wc, alg, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                              recvtype);
+    wm_stats_call(WM_ALLTOALLV, alg, bytes, PMPI_Wtime() - t0);
+    return rc;
+}
+
 int wm_finalize(void)
 {
     wm_stats_write();
@@ -233,6 +313,18 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
 int MPI_Barrier(MPI_Comm comm)
 {
     return wm_barrier_call(comm);
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return wm_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return wm_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
 }
 
 int MPI_Finalize(void)

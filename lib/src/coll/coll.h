@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cluster.h"
+#include "../common/settings.h"
 
 /* ---- algorithms ---- */
 int wm_bcast_multilane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root);
@@ -34,6 +35,13 @@ int wm_allgather_singlelane(const struct wm_comm *wc, const void *sendbuf, int s
                             MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype);
 
 int wm_barrier(const struct wm_comm *wc);
+
+/* alg: WM_ALG_SCHEDULED or WM_ALG_PACED; arguments already checked. */
+int wm_alltoall_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendbuf, int scount,
+                    MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype);
+int wm_alltoallv_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendbuf, const int *scounts,
+                     const int *sdispls, MPI_Datatype stype, void *recvbuf, const int *rcounts,
+                     const int *rdispls, MPI_Datatype rtype);
 
 /* ---- shared pieces ---- */
 

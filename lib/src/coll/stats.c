@@ -1,5 +1,6 @@
 #include "stats.h"
 #include "../common/log.h"
+#include "../pacing/rate.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-    long calls[3];
+    long calls[WM_NALG];
     double bytes, seconds;
 } per_coll[WM_NCOLL];
 static double to_cluster[WM_MAX_CLUSTERS];
@@ -83,20 +84,23 @@ void wm_stats_write(void)
             "\"nic_rate\": %.0f, \"collectives\": {", rank, size, s->lanes, s->chunk, s->wan_rate, s->nic_rate);
     int first = 1;
     for (int c = 0; c < WM_NCOLL; c++) {
-        long total = per_coll[c].calls[0] + per_coll[c].calls[1] + per_coll[c].calls[2];
+        long total = 0;
+        for (int a = 0; a < WM_NALG; a++)
+            total += per_coll[c].calls[a];
         if (!total)
             continue;
-        fprintf(out, "%s\"%s\": {\"calls\": %ld, \"multilane\": %ld, \"singlelane\": %ld, "
-                "\"mpi\": %ld, \"bytes\": %.0f, \"seconds\": %.6f}", first ? "" : ", ",
-                wm_coll_name((enum wm_coll)c), total, per_coll[c].calls[WM_ALG_MULTILANE],
-                per_coll[c].calls[WM_ALG_SINGLELANE], per_coll[c].calls[WM_ALG_MPI],
-                per_coll[c].bytes, per_coll[c].seconds);
+        fprintf(out, "%s\"%s\": {\"calls\": %ld", first ? "" : ", ", wm_coll_name((enum wm_coll)c), total);
+        for (int a = 0; a < WM_NALG; a++)
+            if (per_coll[c].calls[a] || a <= WM_ALG_MPI)
+                fprintf(out, ", \"%s\": %ld", wm_alg_name((enum wm_alg)a), per_coll[c].calls[a]);
+        fprintf(out, ", \"bytes\": %.0f, \"seconds\": %.6f}", per_coll[c].bytes, per_coll[c].seconds);
         first = 0;
     }
     fprintf(out, "}, \"bytes_to_cluster\": {");
     for (int g = 0; g < wm_cluster_count() && g < WM_MAX_CLUSTERS; g++)
         fprintf(out, "%s\"%s\": %.0f", g ? ", " : "", wm_cluster_name(g), to_cluster[g]);
-    fprintf(out, "}}\n");
+    fprintf(out, "}, \"pacing\": {\"shim\": %s, \"rate_changes\": %ld, \"wan_rate\": %llu}}\n",
+            wm_rate_available() ? "true" : "false", wm_rate_changes(), (unsigned long long)wm_rate_wan());
     if (out != stderr)
         fclose(out);
     else

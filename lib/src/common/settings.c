@@ -10,15 +10,16 @@
 
 static const char *coll_names[WM_NCOLL] = {
     "bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block",
-    "barrier", "gather", "scatter",
+    "barrier", "gather", "scatter", "alltoall", "alltoallv",
 };
+static const char *alg_names[WM_NALG] = { "multilane", "singlelane", "mpi", "scheduled", "paced" };
+static const char *rate_mode_names[] = { "matb", "auto", "off" };
 
 const char *wm_coll_name(enum wm_coll c) { return coll_names[c]; }
 
-const char *wm_alg_name(enum wm_alg a)
-{
-    return a == WM_ALG_MULTILANE ? "multilane" : a == WM_ALG_SINGLELANE ? "singlelane" : "mpi";
-}
+const char *wm_alg_name(enum wm_alg a) { return alg_names[a]; }
+
+const char *wm_rate_mode_name(enum wm_rate_mode m) { return rate_mode_names[m]; }
 
 static const char *nonempty(const char *name)
 {
@@ -49,14 +50,30 @@ static enum wm_alg env_alg(enum wm_coll c)
     for (const char *s = coll_names[c]; *s && n + 1 < sizeof name; s++)
         name[n++] = (char)toupper((unsigned char)*s);
     name[n] = 0;
+    int a2a = c == WM_ALLTOALL || c == WM_ALLTOALLV;
     const char *v = nonempty(name);
-    if (!v || !strcasecmp(v, "multilane"))
-        return WM_ALG_MULTILANE;
-    if (!strcasecmp(v, "singlelane"))
-        return WM_ALG_SINGLELANE;
-    if (!strcasecmp(v, "mpi"))
-        return WM_ALG_MPI;
+    if (!v)
+        return a2a ? WM_ALG_SCHEDULED : WM_ALG_MULTILANE;
+    for (int a = 0; a < WM_NALG; a++) {
+        int allowed = a == WM_ALG_MPI || (a2a ? a == WM_ALG_SCHEDULED || a == WM_ALG_PACED
+                                              : a == WM_ALG_MULTILANE || a == WM_ALG_SINGLELANE);
+        if (allowed && !strcasecmp(v, alg_names[a]))
+            return (enum wm_alg)a;
+    }
+    if (a2a)
+        wm_fatal("%s=%s: expected scheduled, paced or mpi", name, v);
     wm_fatal("%s=%s: expected multilane, singlelane or mpi", name, v);
+}
+
+static enum wm_rate_mode env_rate_mode(const char *name)
+{
+    const char *v = nonempty(name);
+    if (!v)
+        return WM_RATE_MATB;
+    for (int m = 0; m < (int)(sizeof rate_mode_names / sizeof rate_mode_names[0]); m++)
+        if (!strcasecmp(v, rate_mode_names[m]))
+            return (enum wm_rate_mode)m;
+    wm_fatal("%s=%s: expected matb, auto or off", name, v);
 }
 
 static struct wm_settings settings;
@@ -79,6 +96,8 @@ const struct wm_settings *wm_settings(void)
     for (int c = 0; c < WM_NCOLL; c++)
         settings.alg[c] = env_alg((enum wm_coll)c);
     settings.disabled = (int)env_integer(WM_ENV_DISABLE, 0, 0, 1);
+    settings.alltoall_rate = env_rate_mode(WM_ENV_ALLTOALL_RATE);
+    settings.matb_divisor = (int)env_integer(WM_ENV_MATB_DIVISOR, 1, 1, 64);
     settings.stats = nonempty(WM_ENV_STATS);
     return &settings;
 }

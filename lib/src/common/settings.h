@@ -40,6 +40,19 @@
                                                          REDUCE_SCATTER_BLOCK, BARRIER, GATHER, SCATTER */
 #define WM_ENV_DISABLE        "WANMPI_DISABLE"        /* 1: every collective goes to the MPI library */
 
+/* Rate-managed all-to-all (coll/alltoall.c). WANMPI_ALLTOALL and
+ * WANMPI_ALLTOALLV choose "scheduled" (default: our schedule, WAN blocks
+ * first, eager-sized chunks, paced), "paced" (the paper: the MPI library's
+ * own algorithm with the WAN sockets paced for its duration) or "mpi". */
+#define WM_ENV_ALLTOALL_RATE  "WANMPI_ALLTOALL_RATE"  /* how the rate of an all-to-all is chosen:
+                                                         "matb" (default: B / (senders x divisor),
+                                                         the paper), "auto" (from the volumes the
+                                                         call really sends and the receivers'
+                                                         NICs) or "off" (not paced) */
+#define WM_ENV_MATB_DIVISOR   "WANMPI_MATB_DIVISOR"   /* d in MATB = B / (n x d), 1..64; the paper
+                                                         found d = 2 better when receivers' switch
+                                                         ports overflow. Default 1 */
+
 /* libwanshim (lib/src/shim, docs/libwanshim.md), the socket shim preloaded
  * beside libwanmpi, reads WANMPI_CLUSTER and WANMPI_CLUSTER_MAP above, and: */
 #define WM_ENV_PACING_RATE    "WANMPI_PACING_RATE"    /* initial SO_MAX_PACING_RATE of every TCP
@@ -57,10 +70,14 @@
 
 enum wm_coll {
     WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER, WM_REDUCE_SCATTER_BLOCK,
-    WM_BARRIER, WM_GATHER, WM_SCATTER, WM_NCOLL
+    WM_BARRIER, WM_GATHER, WM_SCATTER, WM_ALLTOALL, WM_ALLTOALLV, WM_NCOLL
 };
 
-enum wm_alg { WM_ALG_MULTILANE, WM_ALG_SINGLELANE, WM_ALG_MPI };
+/* multilane/singlelane: bcast, reductions, allgather, barrier;
+ * scheduled/paced: alltoall, alltoallv; mpi: every collective. */
+enum wm_alg { WM_ALG_MULTILANE, WM_ALG_SINGLELANE, WM_ALG_MPI, WM_ALG_SCHEDULED, WM_ALG_PACED, WM_NALG };
+
+enum wm_rate_mode { WM_RATE_MATB, WM_RATE_AUTO, WM_RATE_OFF };
 
 struct wm_settings {
     const char *cluster;        /* from WANMPI_CLUSTER, or NULL */
@@ -71,6 +88,8 @@ struct wm_settings {
     size_t chunk, small;
     enum wm_alg alg[WM_NCOLL];
     int disabled;
+    enum wm_rate_mode alltoall_rate;
+    int matb_divisor;
     const char *stats;
     int debug;
 };
@@ -81,5 +100,6 @@ struct wm_settings {
 const struct wm_settings *wm_settings(void);
 const char *wm_coll_name(enum wm_coll c);          /* "bcast", "allreduce", ... */
 const char *wm_alg_name(enum wm_alg a);
+const char *wm_rate_mode_name(enum wm_rate_mode m);
 
 #endif

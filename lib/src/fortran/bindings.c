@@ -149,3 +149,28 @@ void mpi_finalize_(MPI_Fint *ierr)
     set(ierr, wm_finalize());
 }
 FORTRAN_NAMES(mpi_finalize, MPI_FINALIZE, (MPI_Fint *ierr), (ierr))
+
+void mpi_alltoall_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
+                   MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_alltoall(send_buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), buffer(recvbuf),
+                          *recvcount, MPI_Type_f2c(*recvtype), MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_alltoall, MPI_ALLTOALL,
+              (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
+               MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr))
+
+/* MPI_Fint is int with both MPIs here; the count arrays pass through. */
+void mpi_alltoallv_(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtype,
+                    void *recvbuf, MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtype, MPI_Fint *comm,
+                    MPI_Fint *ierr)
+{
+    set(ierr, wm_alltoallv(send_buffer(sendbuf), sendcounts, sdispls, MPI_Type_f2c(*sendtype), buffer(recvbuf),
+                           recvcounts, rdispls, MPI_Type_f2c(*recvtype), MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_alltoallv, MPI_ALLTOALLV,
+              (const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtype,
+               void *recvbuf, MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtype, MPI_Fint *comm,
+               MPI_Fint *ierr),
+              (sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, ierr))

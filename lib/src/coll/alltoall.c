@@ -1,0 +1,289 @@
+/* Rate-managed MPI_Alltoall and MPI_Alltoallv.
+ *
+ * Every rank of a cluster sends across the WAN at once, so their sum can
+ * exceed the WAN rate B, the bottleneck queue overflows and a lost tail
+ * packet costs a retransmission timeout. For the duration of the call each
+ * rank's sockets to another cluster c are paced (libwanshim, per socket):
+ *
+ *   matb   rho_c = B / (n_mine x d x r_c)      the pacing paper's MATB = B/(n d)
+ *                                              per node, shared by the r_c
+ *                                              sockets this rank sends to c on
+ *   auto   rho_c = B x (v_me->c / V_cluster->c) / r_c / d: this rank's share of
+ *          the WAN by the volumes the call really sends (alltoallv: summed over
+ *          the cluster with one allreduce inside it), capped at a receiver's
+ *          NIC rate / (ranks sending to it) so the flows into one receiver
+ *          fit its switch port
+ *   off    not paced
+ *
+ * n_mine: ranks of my cluster that send to c; d: WANMPI_MATB_DIVISOR; r_c:
+ * ranks of c this rank sends to. The rates go back to the process-wide rate
+ * when the call returns.
+ *
+ * Two algorithms (WANMPI_ALLTOALL / WANMPI_ALLTOALLV):
+ *   paced      the MPI library's own algorithm, paced (the paper);
+ *   scheduled  every receive posted first, then the sends, blocks to other
+ *              clusters first (in an order rotated by position, so every
+ *              receiver has senders from every cluster at once rather than
+ *              all at one), cut into WANMPI_CHUNK pieces so that each is
+ *              sent eagerly: no rendezvous round trip across the WAN.
+ *
+ * Fallbacks to the MPI library: MPI_IN_PLACE, invalid arguments, a one-
+ * cluster communicator. */
+#include "coll.h"
+#include "sched.h"
+#include "../common/log.h"
+#include "../common/settings.h"
+#include "../pacing/rate.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* ---- the rate ---- */
+
+struct wm_pacing {
+    int set;                    /* rates were changed: restore them */
+    const struct wm_comm *wc;
+};
+
+/* Bytes this rank sends to each cluster, the number of its ranks it sends to,
+ * into vol[nclusters], peers[nclusters]. */
+static void my_volumes(const struct wm_comm *wc, const int *counts, int ssize, double *vol, int *peers)
+{
+    for (int c = 0; c < wc->nclusters; c++)
+        vol[c] = peers[c] = 0;
+    for (int p = 0; p < wc->size; p++) {
+        if (counts[p] <= 0)
+            continue;
+        vol[wc->cluster_of[p]] += (double)counts[p] * ssize;
+        peers[wc->cluster_of[p]]++;
+    }
+}
+
+/* Paces this rank's sockets to every other cluster for one call. `counts`:
+ * elements to each rank (alltoallv), or NULL with `count` for all. */
+static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int count, int ssize,
+                int collective_counts)
+{
+    const struct wm_settings *st = wm_settings();
+    pc->set = 0;
+    pc->wc = wc;
+    uint64_t b = wm_rate_maxrate();
+    if (st->alltoall_rate == WM_RATE_OFF || !b || !wm_rate_available())
+        return MPI_SUCCESS;
+    int nc = wc->nclusters;
+    double *vol = calloc((size_t)nc * 3, sizeof *vol);
+    int *peers = calloc((size_t)nc * 2, sizeof *peers);
+    int *uniform = NULL;
+    if (!vol || !peers) {
+        free(vol);
+        free(peers);
+        return MPI_ERR_NO_MEM;
+    }
+    if (!counts) {
+        uniform = malloc((size_t)wc->size * sizeof *uniform);
+        if (!uniform) {
+            free(vol);
+            free(peers);
+            return MPI_ERR_NO_MEM;
+        }
+        for (int p = 0; p < wc->size; p++)
+            uniform[p] = count;
+        counts = uniform;
+    }
+    my_volumes(wc, counts, ssize, vol, peers);
+    double *cluster_vol = vol + nc, *senders = vol + 2 * nc;
+    int rc = MPI_SUCCESS;
+    if (collective_counts) {
+        /* alltoallv: the cluster's volumes and senders, from its own ranks */
+        double *mine = calloc((size_t)nc * 2, sizeof *mine), *sums = calloc((size_t)nc * 2, sizeof *sums);
+        if (!mine || !sums)
+            rc = MPI_ERR_NO_MEM;
+        else {
+            for (int c = 0; c < nc; c++) {
+                mine[c] = vol[c];
+                mine[nc + c] = vol[c] > 0;
+            }
+            rc = PMPI_Allreduce(mine, sums, 2 * nc, MPI_DOUBLE, MPI_SUM, wc->local);
+            for (int c = 0; c < nc && rc == MPI_SUCCESS; c++) {
+                cluster_vol[c] = sums[c];
+                senders[c] = sums[nc + c];
+            }
+        }
+        free(mine);
+        free(sums);
+    } else {
+        for (int c = 0; c < nc; c++) {
+            cluster_vol[c] = vol[c] * wc->cluster_size[wc->my_cluster];
+            senders[c] = vol[c] > 0 ? wc->cluster_size[wc->my_cluster] : 0;
+        }
+    }
+    for (int c = 0; c < nc && rc == MPI_SUCCESS; c++) {
+        if (c == wc->my_cluster || peers[c] == 0 || cluster_vol[c] <= 0)
+            continue;
+        double rho;
+        if (st->alltoall_rate == WM_RATE_MATB) {
+            rho = (double)b / (senders[c] * st->matb_divisor * peers[c]);
+        } else {
+            rho = (double)b * (vol[c] / cluster_vol[c]) / peers[c];
+            /* a receiver's NIC is shared by every rank sending to it at once */
+            double nic = st->nic_rate / 8;
+            if (nic > 0 && wc->size > 1 && rho > nic / (wc->size - 1))
+                rho = nic / (wc->size - 1);
+            rho /= st->matb_divisor;
+        }
+        uint64_t r = rho < 1000 ? 1000 : (uint64_t)rho;
+        if (wm_rate_set_cluster(wm_cluster_name(wc->cluster_global[c]), r) == 0)
+            pc->set = 1;
+        wm_debug(1, "alltoall: pace sockets to cluster %s at %llu B/s (%s)",
+                 wm_cluster_name(wc->cluster_global[c]), (unsigned long long)r,
+                 wm_rate_mode_name(st->alltoall_rate));
+    }
+    free(vol);
+    free(peers);
+    free(uniform);
+    return rc;
+}
+
+static void unpace(struct wm_pacing *pc)
+{
+    if (!pc->set)
+        return;
+    for (int c = 0; c < pc->wc->nclusters; c++)
+        if (c != pc->wc->my_cluster)
+            wm_rate_set_cluster(wm_cluster_name(pc->wc->cluster_global[c]), UINT64_MAX);
+}
+
+/* ---- the schedule ---- */
+
+/* Peers in the order this rank sends to them: other clusters first, each
+ * cluster's ranks rotated by my position so that receivers are spread. */
+static void send_order(const struct wm_comm *wc, int *order)
+{
+    int n = 0;
+    for (int step = 1; step <= wc->nclusters; step++) {
+        int c = (wc->my_cluster + step) % wc->nclusters;     /* my own cluster last */
+        int m = wc->cluster_size[c];
+        for (int j = 0; j < m; j++)
+            order[n++] = wc->members[c][(wc->my_index + j) % m];
+    }
+}
+
+/* Posts one block of `count` elements as pieces of at most `piece` elements. */
+static int post_block(struct wm_sched *s, int send, char *buf, int count, MPI_Datatype type, MPI_Aint extent,
+                      int peer, int piece)
+{
+    int rc = MPI_SUCCESS;
+    if (count == 0)
+        return rc;
+    for (int k = 0, off = 0; off < count && rc == MPI_SUCCESS; k++, off += piece) {
+        int n = count - off < piece ? count - off : piece;
+        char *p = buf + (MPI_Aint)off * extent;
+        rc = send ? wm_sched_send(s, p, n, type, peer, k, NULL, NULL, 0)
+                  : wm_sched_recv(s, p, n, type, peer, k, NULL, NULL, 0);
+    }
+    return rc;
+}
+
+/* Elements per piece: WANMPI_CHUNK bytes, at most tag_ub pieces per block;
+ * whole blocks if the send and receive types cut differently. */
+static int piece_elements(const struct wm_comm *wc, int ssize, int rsize, long long max_count)
+{
+    if (ssize != rsize || ssize <= 0)
+        return INT32_MAX;
+    long long piece = (long long)(wm_chunk_bytes() / (size_t)ssize);
+    if (piece < 1)
+        piece = 1;
+    long long tags = wc->tag_ub > 0 ? wc->tag_ub : 32767;
+    if (max_count / piece >= tags)
+        piece = max_count / tags + 1;
+    return piece > INT32_MAX ? INT32_MAX : (int)piece;
+}
+
+static int scheduled(const struct wm_comm *wc, const char *sendbuf, const int *scounts, const int *sdispls,
+                     MPI_Datatype stype, char *recvbuf, const int *rcounts, const int *rdispls,
+                     MPI_Datatype rtype)
+{
+    MPI_Aint lb, sext, rext;
+    int ssize, rsize;
+    PMPI_Type_get_extent(stype, &lb, &sext);
+    PMPI_Type_get_extent(rtype, &lb, &rext);
+    PMPI_Type_size(stype, &ssize);
+    PMPI_Type_size(rtype, &rsize);
+    long long max_count = 0;
+    for (int p = 0; p < wc->size; p++) {
+        if (scounts[p] > max_count)
+            max_count = scounts[p];
+        if (rcounts[p] > max_count)
+            max_count = rcounts[p];
+    }
+    int piece = piece_elements(wc, ssize, rsize, max_count);
+    int *order = malloc((size_t)wc->size * sizeof *order);
+    if (!order)
+        return MPI_ERR_NO_MEM;
+    send_order(wc, order);
+    struct wm_sched s;
+    wm_sched_init(&s, wc);
+    int rc = MPI_SUCCESS;
+    /* receives first, from the other clusters first: nothing arrives unexpected */
+    for (int i = 0; i < wc->size && rc == MPI_SUCCESS; i++) {
+        int p = order[i];
+        rc = post_block(&s, 0, recvbuf + (MPI_Aint)rdispls[p] * rext, rcounts[p], rtype, rext, p, piece);
+    }
+    for (int i = 0; i < wc->size && rc == MPI_SUCCESS; i++) {
+        int p = order[i];
+        rc = post_block(&s, 1, (char *)sendbuf + (MPI_Aint)sdispls[p] * sext, scounts[p], stype, sext, p,
+                        piece);
+    }
+    int run = wm_sched_run(&s);
+    free(order);
+    return rc != MPI_SUCCESS ? rc : run;
+}
+
+/* ---- entry points (called from api.c once the arguments are checked) ---- */
+
+int wm_alltoallv_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendbuf, const int *scounts,
+                     const int *sdispls, MPI_Datatype stype, void *recvbuf, const int *rcounts,
+                     const int *rdispls, MPI_Datatype rtype)
+{
+    int ssize;
+    PMPI_Type_size(stype, &ssize);
+    struct wm_pacing pc;
+    int rc = pace(&pc, wc, scounts, 0, ssize, 1);
+    if (rc == MPI_SUCCESS)
+        rc = alg == WM_ALG_SCHEDULED
+                 ? scheduled(wc, sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype)
+                 : PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, wc->user);
+    unpace(&pc);
+    return rc;
+}
+
+int wm_alltoall_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendbuf, int scount,
+                    MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype)
+{
+    int ssize;
+    PMPI_Type_size(stype, &ssize);
+    struct wm_pacing pc;
+    int rc = pace(&pc, wc, NULL, scount, ssize, 0);
+    if (rc != MPI_SUCCESS || alg != WM_ALG_SCHEDULED) {
+        if (rc == MPI_SUCCESS)
+            rc = PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, wc->user);
+        unpace(&pc);
+        return rc;
+    }
+    int *v = malloc((size_t)wc->size * 4 * sizeof *v);
+    if (!v) {
+        unpace(&pc);
+        return MPI_ERR_NO_MEM;
+    }
+    int *sc = v, *sd = v + wc->size, *rcn = v + 2 * wc->size, *rd = v + 3 * wc->size;
+    for (int p = 0; p < wc->size; p++) {
+        sc[p] = scount;
+        sd[p] = p * scount;
+        rcn[p] = rcount;
+        rd[p] = p * rcount;
+    }
+    rc = scheduled(wc, sendbuf, sc, sd, stype, recvbuf, rcn, rd, rtype);
+    free(v);
+    unpace(&pc);
+    return rc;
+}
