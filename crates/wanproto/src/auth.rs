@@ -86,7 +86,10 @@ impl PresharedKey {
         initiator_hello: &[u8],
         acceptor_hello: &[u8],
     ) -> [u8; MAC_LEN] {
-        let bytes = self.mac(prover, initiator_hello, acceptor_hello).finalize().into_bytes();
+        let bytes = self
+            .mac(prover, initiator_hello, acceptor_hello)
+            .finalize()
+            .into_bytes();
         let mut out = [0u8; MAC_LEN];
         out.copy_from_slice(&bytes);
         out
@@ -100,7 +103,9 @@ impl PresharedKey {
         acceptor_hello: &[u8],
         mac: &[u8; MAC_LEN],
     ) -> bool {
-        self.mac(prover, initiator_hello, acceptor_hello).verify_slice(mac).is_ok()
+        self.mac(prover, initiator_hello, acceptor_hello)
+            .verify_slice(mac)
+            .is_ok()
     }
 }
 
@@ -124,9 +129,15 @@ mod tests {
 
     #[test]
     fn key_length_limits() {
-        assert_eq!(PresharedKey::new(b"short").unwrap_err(), KeyError::TooShort(5));
+        assert_eq!(
+            PresharedKey::new(b"short").unwrap_err(),
+            KeyError::TooShort(5)
+        );
         assert!(PresharedKey::new(&[1; 16]).is_ok());
-        assert_eq!(PresharedKey::new(&[1; 1025]).unwrap_err(), KeyError::TooLong(1025));
+        assert_eq!(
+            PresharedKey::new(&[1; 1025]).unwrap_err(),
+            KeyError::TooLong(1025)
+        );
     }
 
     #[test]

@@ -43,8 +43,8 @@ use thiserror::Error;
 
 use crate::auth::PresharedKey;
 use crate::frame::{
-    self, valid_name, Frame, FrameError, Hello, Role, StreamId, FRAME_HEADER_LEN,
-    MAX_DATA_PAYLOAD, MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN,
+    self, valid_name, Frame, FrameError, Hello, Role, StreamId, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD,
+    MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN,
 };
 use crate::reason::{CloseCode, Reason};
 use crate::Decoded;
@@ -118,9 +118,13 @@ impl Config {
     /// # Errors
     /// The first [`ConfigError`] found.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        for n in [Some(&self.name), Some(&self.cluster), self.expected_peer_cluster.as_ref()]
-            .into_iter()
-            .flatten()
+        for n in [
+            Some(&self.name),
+            Some(&self.cluster),
+            self.expected_peer_cluster.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
         {
             if !valid_name(n) {
                 return Err(ConfigError::BadName(n.clone()));
@@ -140,7 +144,10 @@ impl Config {
         }
         let floors = 2 * u64::from(self.max_streams) * u64::from(self.min_stream_window);
         if self.receive_buffer < floors {
-            return Err(ConfigError::ReceiveBuffer { given: self.receive_buffer, needed: floors });
+            return Err(ConfigError::ReceiveBuffer {
+                given: self.receive_buffer,
+                needed: floors,
+            });
         }
         if self.stream_send_buffer == 0 {
             return Err(ConfigError::SendBuffer);
@@ -671,6 +678,18 @@ impl TrunkConnection {
         self.streams.values().map(Stream::committed).sum()
     }
 
+    /// Bytes of an incomplete frame held until the rest arrives; never more
+    /// than [`FRAME_HEADER_LEN`] + [`MAX_DATA_PAYLOAD`].
+    pub fn pending_input_bytes(&self) -> usize {
+        self.inbuf.len()
+    }
+
+    /// Bytes of control frames waiting for transmission; never more than
+    /// [`Config::max_control_queue`] plus one GOAWAY.
+    pub fn queued_control_bytes(&self) -> usize {
+        self.control_bytes
+    }
+
     /// How many bytes [`TrunkConnection::write`] would take now.
     pub fn send_capacity(&self, stream: StreamId) -> usize {
         self.streams
@@ -974,7 +993,10 @@ impl TrunkConnection {
                 if !self.going_away_sent {
                     self.going_away_sent = true;
                     let last = self.last_peer_stream;
-                    self.push_frame(&Frame::GoAway { code: CloseCode::NoError, last_stream: last });
+                    self.push_frame(&Frame::GoAway {
+                        code: CloseCode::NoError,
+                        last_stream: last,
+                    });
                     self.check_drained();
                 }
             }
@@ -1086,14 +1108,18 @@ impl TrunkConnection {
             self.stats.frames_ignored += 1;
             Ok(None)
         } else {
-            Err(ConnectionError::Protocol("frame on a stream that was never opened"))
+            Err(ConnectionError::Protocol(
+                "frame on a stream that was never opened",
+            ))
         }
     }
 
     fn handle_stream_frame(&mut self, now: u64, f: Frame<'_>) -> Result<(), ConnectionError> {
         match f {
             Frame::Hello(_) | Frame::Auth { .. } => {
-                return Err(ConnectionError::Protocol("handshake frame after the handshake"))
+                return Err(ConnectionError::Protocol(
+                    "handshake frame after the handshake",
+                ))
             }
             Frame::GoAway { .. } => unreachable!("handled before"),
             Frame::Ping { payload } => self.pong_pending = Some(payload),
@@ -1105,7 +1131,11 @@ impl TrunkConnection {
                     }
                 }
             }
-            Frame::Open { stream, destination, source } => {
+            Frame::Open {
+                stream,
+                destination,
+                source,
+            } => {
                 if self.role.owns(stream) {
                     return Err(ConnectionError::Protocol("OPEN with one of our stream ids"));
                 }
@@ -1115,7 +1145,10 @@ impl TrunkConnection {
                 self.last_peer_stream = stream;
                 if self.going_away_sent || self.going_away_received {
                     self.stats.resets_sent += 1;
-                    self.push_frame(&Frame::Reset { stream, reason: Reason::ShuttingDown });
+                    self.push_frame(&Frame::Reset {
+                        stream,
+                        reason: Reason::ShuttingDown,
+                    });
                     return Ok(());
                 }
                 if self.remote_streams >= self.config.max_streams {
@@ -1130,10 +1163,16 @@ impl TrunkConnection {
                 self.streams.insert(stream, s);
                 self.remote_streams += 1;
                 self.stats.streams_opened_remote += 1;
-                self.events.push_back(Event::StreamOpened { stream, destination, source });
+                self.events.push_back(Event::StreamOpened {
+                    stream,
+                    destination,
+                    source,
+                });
             }
             Frame::OpenOk { stream } => {
-                let Some(s) = self.target(stream)? else { return Ok(()) };
+                let Some(s) = self.target(stream)? else {
+                    return Ok(());
+                };
                 if !s.local || s.accepted {
                     return Err(ConnectionError::Protocol("unexpected OPEN_OK"));
                 }
@@ -1143,7 +1182,9 @@ impl TrunkConnection {
             Frame::Data { stream, payload } => {
                 let len = payload.len() as u64;
                 self.stats.data_received += len;
-                let Some(s) = self.target(stream)? else { return Ok(()) };
+                let Some(s) = self.target(stream)? else {
+                    return Ok(());
+                };
                 if s.local && !s.accepted {
                     return Err(ConnectionError::Protocol("DATA before OPEN_OK"));
                 }
@@ -1162,7 +1203,9 @@ impl TrunkConnection {
                 }
             }
             Frame::WindowUpdate { stream, increment } => {
-                let Some(s) = self.target(stream)? else { return Ok(()) };
+                let Some(s) = self.target(stream)? else {
+                    return Ok(());
+                };
                 let credit = s.send_credit + u64::from(increment);
                 if credit > u64::from(MAX_WINDOW) {
                     return Err(ConnectionError::FlowControl(stream));
@@ -1171,7 +1214,9 @@ impl TrunkConnection {
                 self.schedule_send(stream);
             }
             Frame::Fin { stream } => {
-                let Some(s) = self.target(stream)? else { return Ok(()) };
+                let Some(s) = self.target(stream)? else {
+                    return Ok(());
+                };
                 if s.local && !s.accepted {
                     return Err(ConnectionError::Protocol("FIN before OPEN_OK"));
                 }
@@ -1220,7 +1265,9 @@ impl TrunkConnection {
         let min = u64::from(self.config.min_stream_window);
         let span = u64::from(self.config.max_stream_window) - min;
         let pool = self.config.growth_pool();
-        let Some(s) = self.streams.get_mut(&id) else { return };
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
         if s.recv_fin {
             return;
         }
@@ -1301,7 +1348,10 @@ impl TrunkConnection {
                 return used(out);
             }
             let seq = self.ping_seq;
-            Frame::Ping { payload: seq.to_be_bytes() }.encode(out);
+            Frame::Ping {
+                payload: seq.to_be_bytes(),
+            }
+            .encode(out);
             self.stats.frames_sent += 1;
             self.ping_pending = false;
             self.ping_outstanding = Some((seq, Some(now)));
@@ -1313,14 +1363,21 @@ impl TrunkConnection {
             };
             let mut frames: Vec<Frame<'static>> = Vec::new();
             if let Some((destination, source)) = s.open_pending {
-                frames.push(Frame::Open { stream: id, destination, source });
+                frames.push(Frame::Open {
+                    stream: id,
+                    destination,
+                    source,
+                });
             }
             if s.open_ok_pending {
                 frames.push(Frame::OpenOk { stream: id });
             }
             if s.window_pending > 0 && !s.recv_fin {
                 let inc = s.window_pending.min(u64::from(MAX_WINDOW)) as u32;
-                frames.push(Frame::WindowUpdate { stream: id, increment: inc });
+                frames.push(Frame::WindowUpdate {
+                    stream: id,
+                    increment: inc,
+                });
             }
             let len: usize = frames.iter().map(Frame::encoded_len).sum();
             if !fits(out, len) {
@@ -1343,8 +1400,12 @@ impl TrunkConnection {
         let frame_cap = self.config.max_data_frame as usize;
         let limit = self.config.stream_send_buffer as usize;
         while used(out) + FRAME_HEADER_LEN < max_len.max(FRAME_HEADER_LEN + 1) || used(out) == 0 {
-            let Some(id) = self.send_queue.pop_front() else { break };
-            let Some(s) = self.streams.get_mut(&id) else { continue };
+            let Some(id) = self.send_queue.pop_front() else {
+                break;
+            };
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
             s.in_send = false;
             if !s.sendable() {
                 continue;
@@ -1362,7 +1423,12 @@ impl TrunkConnection {
                 continue;
             }
             let room = max_len.saturating_sub(used(out) + FRAME_HEADER_LEN).max(1);
-            let n = s.send_buf.len().min(frame_cap).min(room).min(s.send_credit as usize);
+            let n = s
+                .send_buf
+                .len()
+                .min(frame_cap)
+                .min(room)
+                .min(s.send_credit as usize);
             let (a, b) = s.send_buf.as_slices();
             let payload: Vec<u8>;
             let slice = if a.len() >= n {
@@ -1371,7 +1437,11 @@ impl TrunkConnection {
                 payload = a.iter().chain(b.iter()).take(n).copied().collect();
                 &payload[..]
             };
-            Frame::Data { stream: id, payload: slice }.encode(out);
+            Frame::Data {
+                stream: id,
+                payload: slice,
+            }
+            .encode(out);
             s.send_buf.drain(..n);
             s.send_credit -= n as u64;
             s.stats.bytes_sent += n as u64;
@@ -1395,7 +1465,9 @@ impl TrunkConnection {
         if self.state == State::Closed {
             return Err(StreamError::ConnectionClosed);
         }
-        self.streams.get_mut(&id).ok_or(StreamError::UnknownStream(id))
+        self.streams
+            .get_mut(&id)
+            .ok_or(StreamError::UnknownStream(id))
     }
 
     fn maybe_remove(&mut self, id: StreamId) {
@@ -1445,8 +1517,14 @@ impl TrunkConnection {
         self.local_streams = 0;
         self.remote_streams = 0;
         self.inbuf = Vec::new();
-        if !matches!(error, ConnectionError::PeerClosed(_) | ConnectionError::TransportClosed) {
-            let f = Frame::GoAway { code: error.close_code(), last_stream: self.last_peer_stream };
+        if !matches!(
+            error,
+            ConnectionError::PeerClosed(_) | ConnectionError::TransportClosed
+        ) {
+            let f = Frame::GoAway {
+                code: error.close_code(),
+                last_stream: self.last_peer_stream,
+            };
             let mut b = Vec::new();
             f.encode(&mut b);
             self.control_bytes = b.len();

@@ -331,7 +331,10 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
     let (min, max, on_stream) = frame_rule(ty).ok_or(FrameError::UnknownType(ty))?;
     if let Some(&flags) = buf.get(1) {
         if flags != 0 {
-            return Err(FrameError::NonZeroFlags { frame_type: ty, flags });
+            return Err(FrameError::NonZeroFlags {
+                frame_type: ty,
+                flags,
+            });
         }
     }
     if buf.len() < FRAME_HEADER_LEN {
@@ -340,11 +343,17 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
     let stream = u32::from_be_bytes([buf[2], buf[3], buf[4], buf[5]]);
     let len = u32::from_be_bytes([buf[6], buf[7], buf[8], buf[9]]);
     if (stream != 0) != on_stream {
-        return Err(FrameError::BadStreamId { frame_type: ty, stream });
+        return Err(FrameError::BadStreamId {
+            frame_type: ty,
+            stream,
+        });
     }
     let ulen = len as usize;
     if ulen < min || ulen > max {
-        return Err(FrameError::BadLength { frame_type: ty, len });
+        return Err(FrameError::BadLength {
+            frame_type: ty,
+            len,
+        });
     }
     let total = FRAME_HEADER_LEN + ulen;
     if buf.len() < total {
@@ -360,7 +369,11 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
         }
         T_OPEN => {
             let (destination, source) = decode_addresses(p)?;
-            Frame::Open { stream, destination, source }
+            Frame::Open {
+                stream,
+                destination,
+                source,
+            }
         }
         T_OPEN_OK => Frame::OpenOk { stream },
         T_DATA => Frame::Data { stream, payload: p },
@@ -372,7 +385,10 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
             Frame::WindowUpdate { stream, increment }
         }
         T_FIN => Frame::Fin { stream },
-        T_RESET => Frame::Reset { stream, reason: Reason::from_code(p[0]).ok_or(FrameError::ZeroReason)? },
+        T_RESET => Frame::Reset {
+            stream,
+            reason: Reason::from_code(p[0]).ok_or(FrameError::ZeroReason)?,
+        },
         T_PING | T_PONG => {
             let mut payload = [0u8; 8];
             payload.copy_from_slice(p);
@@ -395,7 +411,9 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 fn decode_hello(p: &[u8]) -> Result<Hello, FrameError> {
@@ -518,8 +536,16 @@ impl Frame<'_> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Frame::Hello(h) => {
-                assert!(valid_name(&h.name) && valid_name(&h.cluster), "invalid HELLO name");
-                header(out, T_HELLO, 0, HELLO_FIXED_LEN + h.name.len() + h.cluster.len());
+                assert!(
+                    valid_name(&h.name) && valid_name(&h.cluster),
+                    "invalid HELLO name"
+                );
+                header(
+                    out,
+                    T_HELLO,
+                    0,
+                    HELLO_FIXED_LEN + h.name.len() + h.cluster.len(),
+                );
                 out.extend_from_slice(&TRUNK_MAGIC);
                 out.extend_from_slice(&[TRUNK_VERSION, h.role.code(), 0, 0]);
                 out.extend_from_slice(&h.nonce);
@@ -534,7 +560,11 @@ impl Frame<'_> {
                 header(out, T_AUTH, 0, MAC_LEN);
                 out.extend_from_slice(mac);
             }
-            Frame::Open { stream, destination, source } => {
+            Frame::Open {
+                stream,
+                destination,
+                source,
+            } => {
                 assert!(*stream != 0, "OPEN on stream 0");
                 header(out, T_OPEN, *stream, OPEN_LEN);
                 let mut p = [0u8; OPEN_LEN];
@@ -598,7 +628,9 @@ mod tests {
         assert_eq!(b.len(), f.encoded_len());
         assert_eq!(decode(&b), Ok(Decoded::Complete(f.clone(), b.len())));
         for n in 0..b.len() {
-            assert!(matches!(decode(&b[..n]), Ok(Decoded::NeedMore(k)) if k == b.len() - n || n < FRAME_HEADER_LEN));
+            assert!(
+                matches!(decode(&b[..n]), Ok(Decoded::NeedMore(k)) if k == b.len() - n || n < FRAME_HEADER_LEN)
+            );
         }
     }
 
@@ -619,26 +651,50 @@ mod tests {
             source: "[fd00::2]:5000".parse().unwrap(),
         });
         round_trip(Frame::OpenOk { stream: 3 });
-        round_trip(Frame::Data { stream: 5, payload: b"hello" });
-        round_trip(Frame::WindowUpdate { stream: 5, increment: MAX_WINDOW });
+        round_trip(Frame::Data {
+            stream: 5,
+            payload: b"hello",
+        });
+        round_trip(Frame::WindowUpdate {
+            stream: 5,
+            increment: MAX_WINDOW,
+        });
         round_trip(Frame::Fin { stream: 2 });
-        round_trip(Frame::Reset { stream: 2, reason: Reason::Refused });
-        round_trip(Frame::Ping { payload: [1, 2, 3, 4, 5, 6, 7, 8] });
+        round_trip(Frame::Reset {
+            stream: 2,
+            reason: Reason::Refused,
+        });
+        round_trip(Frame::Ping {
+            payload: [1, 2, 3, 4, 5, 6, 7, 8],
+        });
         round_trip(Frame::Pong { payload: [1; 8] });
-        round_trip(Frame::GoAway { code: CloseCode::Shutdown, last_stream: 41 });
+        round_trip(Frame::GoAway {
+            code: CloseCode::Shutdown,
+            last_stream: 41,
+        });
     }
 
     #[test]
     fn data_header_is_byte_exact() {
         let mut b = Vec::new();
-        Frame::Data { stream: 0x0102_0304, payload: b"ab" }.encode(&mut b);
+        Frame::Data {
+            stream: 0x0102_0304,
+            payload: b"ab",
+        }
+        .encode(&mut b);
         assert_eq!(b, [0x12, 0, 1, 2, 3, 4, 0, 0, 0, 2, b'a', b'b']);
     }
 
     #[test]
     fn huge_length_is_refused_from_the_header_alone() {
         let h = [T_DATA, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff];
-        assert_eq!(decode(&h), Err(FrameError::BadLength { frame_type: T_DATA, len: u32::MAX }));
+        assert_eq!(
+            decode(&h),
+            Err(FrameError::BadLength {
+                frame_type: T_DATA,
+                len: u32::MAX
+            })
+        );
         let h = [T_DATA, 0, 0, 0, 0, 1, 0, 1, 0, 1];
         assert!(matches!(decode(&h), Err(FrameError::BadLength { .. })));
     }
@@ -646,7 +702,10 @@ mod tests {
     #[test]
     fn unknown_type_flags_and_stream_zero_are_refused() {
         assert_eq!(decode(&[0x99]), Err(FrameError::UnknownType(0x99)));
-        assert!(matches!(decode(&[T_DATA, 1]), Err(FrameError::NonZeroFlags { .. })));
+        assert!(matches!(
+            decode(&[T_DATA, 1]),
+            Err(FrameError::NonZeroFlags { .. })
+        ));
         let h = [T_DATA, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0];
         assert!(matches!(decode(&h), Err(FrameError::BadStreamId { .. })));
         let h = [T_PING, 0, 0, 0, 0, 1, 0, 0, 0, 8];

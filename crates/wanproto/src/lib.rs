@@ -32,8 +32,8 @@ pub mod select;
 
 pub use auth::{KeyError, PresharedKey};
 pub use connection::{
-    Config, ConfigError, ConnectionError, ConnectionStats, Event, OpenError, PeerInfo,
-    ReadOutcome, StreamError, StreamStats, TrunkConnection,
+    Config, ConfigError, ConnectionError, ConnectionStats, Event, OpenError, PeerInfo, ReadOutcome,
+    StreamError, StreamStats, TrunkConnection,
 };
 pub use frame::{Role, StreamId};
 pub use pacer::Pacer;

@@ -47,12 +47,22 @@ impl Pacer {
         if burst == 0 {
             return Err(PacerError::ZeroBurst);
         }
-        Ok(Pacer { rate: Some(rate), burst, tokens: i128::from(burst) * NS_PER_SEC, last: now })
+        Ok(Pacer {
+            rate: Some(rate),
+            burst,
+            tokens: i128::from(burst) * NS_PER_SEC,
+            last: now,
+        })
     }
 
     /// A pacer that never limits.
     pub fn unlimited() -> Pacer {
-        Pacer { rate: None, burst: u64::MAX, tokens: 0, last: 0 }
+        Pacer {
+            rate: None,
+            burst: u64::MAX,
+            tokens: 0,
+            last: 0,
+        }
     }
 
     /// The suggested burst for `rate`: one millisecond of sending, at least

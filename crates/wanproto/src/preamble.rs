@@ -125,12 +125,20 @@ pub enum PreambleError {
 impl Preamble {
     /// A connect preamble (shim to local relay).
     pub fn connect(destination: SocketAddr, source: SocketAddr) -> Preamble {
-        Preamble { kind: Kind::Connect, destination, source }
+        Preamble {
+            kind: Kind::Connect,
+            destination,
+            source,
+        }
     }
 
     /// A delivery preamble (far relay to destination node).
     pub fn deliver(destination: SocketAddr, source: SocketAddr) -> Preamble {
-        Preamble { kind: Kind::Deliver, destination, source }
+        Preamble {
+            kind: Kind::Deliver,
+            destination,
+            source,
+        }
     }
 
     /// The 48 bytes of this preamble.
@@ -202,9 +210,14 @@ fn decode(buf: &[u8], expected: Kind) -> Result<Decoded<Preamble>, PreambleError
             0..=3 if byte != PREAMBLE_MAGIC[i] => return Err(PreambleError::BadMagic),
             4 if byte != PREAMBLE_VERSION => return Err(PreambleError::UnsupportedVersion(byte)),
             5 if byte != expected.code() => {
-                return Err(PreambleError::WrongKind { found: byte, expected: expected.code() })
+                return Err(PreambleError::WrongKind {
+                    found: byte,
+                    expected: expected.code(),
+                })
             }
-            6 | 7 | 14 | 15 if byte != 0 => return Err(PreambleError::NonZeroReserved { offset: i }),
+            6 | 7 | 14 | 15 if byte != 0 => {
+                return Err(PreambleError::NonZeroReserved { offset: i })
+            }
             8 | 9 if byte != 4 && byte != 6 => return Err(PreambleError::BadFamily(byte)),
             // IPv4 padding: the 12 bytes after a 4-byte address.
             20..=31 if buf[8] == 4 && byte != 0 => {
@@ -223,7 +236,14 @@ fn decode(buf: &[u8], expected: Kind) -> Result<Decoded<Preamble>, PreambleError
     let sport = u16::from_be_bytes([buf[12], buf[13]]);
     let destination = endpoint(buf[8], &buf[16..32], dport, "destination")?;
     let source = endpoint(buf[9], &buf[32..48], sport, "source")?;
-    Ok(Decoded::Complete(Preamble { kind: expected, destination, source }, PREAMBLE_LEN))
+    Ok(Decoded::Complete(
+        Preamble {
+            kind: expected,
+            destination,
+            source,
+        },
+        PREAMBLE_LEN,
+    ))
 }
 
 fn endpoint(
@@ -324,7 +344,10 @@ mod tests {
         assert_eq!(Preamble::decode_deliver(&b), Ok(Decoded::Complete(p, 48)));
         assert_eq!(
             Preamble::decode_connect(&b),
-            Err(PreambleError::WrongKind { found: 2, expected: 1 })
+            Err(PreambleError::WrongKind {
+                found: 2,
+                expected: 1
+            })
         );
     }
 
@@ -332,9 +355,15 @@ mod tests {
     fn partial_preamble_needs_more_and_bad_prefix_fails_early() {
         let b = Preamble::connect(sa("10.1.0.3:1"), sa("10.0.0.2:2")).encode();
         for n in 0..48 {
-            assert_eq!(Preamble::decode_connect(&b[..n]), Ok(Decoded::NeedMore(48 - n)));
+            assert_eq!(
+                Preamble::decode_connect(&b[..n]),
+                Ok(Decoded::NeedMore(48 - n))
+            );
         }
-        assert_eq!(Preamble::decode_connect(b"GE"), Err(PreambleError::BadMagic));
+        assert_eq!(
+            Preamble::decode_connect(b"GE"),
+            Err(PreambleError::BadMagic)
+        );
         assert_eq!(
             Preamble::decode_connect(b"WSHP\x02"),
             Err(PreambleError::UnsupportedVersion(2))
@@ -353,7 +382,10 @@ mod tests {
         let mut b = good;
         b[10] = 0;
         b[11] = 0;
-        assert_eq!(Preamble::decode_connect(&b), Err(PreambleError::ZeroPort("destination")));
+        assert_eq!(
+            Preamble::decode_connect(&b),
+            Err(PreambleError::ZeroPort("destination"))
+        );
         let mut b = good;
         b[32..36].fill(0);
         assert_eq!(
@@ -362,14 +394,20 @@ mod tests {
         );
         let mut b = good;
         b[9] = 5;
-        assert_eq!(Preamble::decode_connect(&b), Err(PreambleError::BadFamily(5)));
+        assert_eq!(
+            Preamble::decode_connect(&b),
+            Err(PreambleError::BadFamily(5))
+        );
     }
 
     #[test]
     fn reply_layout_and_decode() {
         assert_eq!(Reply::Ok.encode(), [0x57, 0x52, 1, 0]);
         assert_eq!(Reply::Refused(Reason::Refused).encode(), [0x57, 0x52, 1, 1]);
-        assert_eq!(Reply::decode(&[0x57, 0x52, 1, 0]), Ok(Decoded::Complete(Reply::Ok, 4)));
+        assert_eq!(
+            Reply::decode(&[0x57, 0x52, 1, 0]),
+            Ok(Decoded::Complete(Reply::Ok, 4))
+        );
         assert_eq!(
             Reply::decode(&[0x57, 0x52, 1, 6]),
             Ok(Decoded::Complete(Reply::Refused(Reason::NoRoute), 4))

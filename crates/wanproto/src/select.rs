@@ -125,7 +125,13 @@ mod tests {
     use super::*;
 
     fn cands(n: u64) -> Vec<TrunkCandidate> {
-        (0..n).map(|key| TrunkCandidate { key, load: 0, usable: true }).collect()
+        (0..n)
+            .map(|key| TrunkCandidate {
+                key,
+                load: 0,
+                usable: true,
+            })
+            .collect()
     }
 
     fn ip(s: &str) -> IpAddr {

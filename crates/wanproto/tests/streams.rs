@@ -81,7 +81,11 @@ impl App {
     ) {
         while let Some(ev) = events.pop_front() {
             match ev {
-                Event::StreamOpened { stream, destination, .. } => {
+                Event::StreamOpened {
+                    stream,
+                    destination,
+                    ..
+                } => {
                     conn.accept_stream(stream).unwrap();
                     self.streams.insert(
                         stream,
@@ -114,7 +118,9 @@ impl App {
                         }
                     }
                 }
-                Event::StreamClosed { stream } => self.streams.get_mut(&stream).unwrap().closed = true,
+                Event::StreamClosed { stream } => {
+                    self.streams.get_mut(&stream).unwrap().closed = true
+                }
                 Event::StreamReset { stream, reason } => {
                     self.streams.get_mut(&stream).unwrap().reset = Some(reason)
                 }
@@ -155,13 +161,26 @@ fn run_apps(
 }
 
 /// Opens `n` streams from `conn`, with ports starting at `base`.
-fn open_streams(conn: &mut TrunkConnection, app: &mut App, seed: u64, side: u8, base: u16, n: u16, max_len: usize) {
+fn open_streams(
+    conn: &mut TrunkConnection,
+    app: &mut App,
+    seed: u64,
+    side: u8,
+    base: u16,
+    n: u16,
+    max_len: usize,
+) {
     for i in 0..n {
         let port = base + i;
         let id = conn.open_stream(dest(port), src()).unwrap();
         app.streams.insert(
             id,
-            StreamApp { out: payload(seed, side, port, max_len), finish: true, reads: true, ..Default::default() },
+            StreamApp {
+                out: payload(seed, side, port, max_len),
+                finish: true,
+                reads: true,
+                ..Default::default()
+            },
         );
     }
 }
@@ -188,7 +207,15 @@ fn exact_delivery(link: LinkParams, seed: u64, n_a: u16, n_b: u16, max_len: usiz
     let (mut a, mut b) = (App::default(), App::default());
     open_streams(&mut p.a, &mut a, seed, b'A', 1, n_a, max_len);
     open_streams(&mut p.b, &mut b, seed, b'B', 1000, n_b, max_len);
-    let ok = run_apps(&mut p, &mut a, &mut b, seed, max_len, 600 * SEC, |_, a, b| all_done(a) && all_done(b));
+    let ok = run_apps(
+        &mut p,
+        &mut a,
+        &mut b,
+        seed,
+        max_len,
+        600 * SEC,
+        |_, a, b| all_done(a) && all_done(b),
+    );
     assert!(ok, "not done by the deadline (now {} ms)", p.now / MS);
     check_exact(&a, &b);
     assert_eq!(p.a.stream_count(), 0);
@@ -224,14 +251,28 @@ fn exact_delivery_survives_tiny_segments_and_chunks() {
 #[test]
 fn exact_delivery_of_large_streams_with_window_growth() {
     // 4 MiB each way on 3 streams over a 20 ms RTT, 1 Gbit/s path.
-    let link = LinkParams { latency: 10 * MS, rate: 125_000_000, mtu: 8948, max_chunk: 256 * 1024, sndbuf: 8 << 20 };
+    let link = LinkParams {
+        latency: 10 * MS,
+        rate: 125_000_000,
+        mtu: 8948,
+        max_chunk: 256 * 1024,
+        sndbuf: 8 << 20,
+    };
     let mut p = Pair::with_link(link, 99);
     assert!(p.handshake());
     let (mut a, mut b) = (App::default(), App::default());
     for port in 1..=3u16 {
         let id = p.a.open_stream(dest(port), src()).unwrap();
         let mut r = Rng(u64::from(port));
-        a.streams.insert(id, StreamApp { out: r.bytes(4 << 20), finish: true, reads: true, ..Default::default() });
+        a.streams.insert(
+            id,
+            StreamApp {
+                out: r.bytes(4 << 20),
+                finish: true,
+                reads: true,
+                ..Default::default()
+            },
+        );
     }
     let ok = run_apps(&mut p, &mut a, &mut b, 99, 0, 120 * SEC, |_, a, b| {
         all_done(a) && all_done(b) && !a.streams.is_empty()
@@ -252,9 +293,16 @@ fn half_close_propagates_both_ways() {
     let id = p.a.open_stream(dest(1), src()).unwrap();
     assert_eq!(p.a.write(id, b"request").unwrap(), 7);
     p.a.finish(id).unwrap();
-    assert!(p.run_until(SEC, |p| p.events_b.iter().any(|e| matches!(e, Event::StreamReadable { .. }))));
+    assert!(p.run_until(SEC, |p| p
+        .events_b
+        .iter()
+        .any(|e| matches!(e, Event::StreamReadable { .. }))));
     let opened = p.events_b.iter().find_map(|e| match e {
-        Event::StreamOpened { stream, destination, source } => Some((*stream, *destination, *source)),
+        Event::StreamOpened {
+            stream,
+            destination,
+            source,
+        } => Some((*stream, *destination, *source)),
         _ => None,
     });
     assert_eq!(opened, Some((id, dest(1), src())));
@@ -268,11 +316,17 @@ fn half_close_propagates_both_ways() {
     let t = p.now + 50 * MS;
     p.run_until(t, |p| p.now >= t);
     assert_eq!(p.b.write(id, b"reply-2").unwrap(), 7);
-    assert!(p.a.write(id, b"late").is_err(), "a finished: no more writes");
+    assert!(
+        p.a.write(id, b"late").is_err(),
+        "a finished: no more writes"
+    );
     p.b.finish(id).unwrap();
     let t = p.now + 100 * MS;
     p.run_until(t, |p| p.now >= t);
-    assert!(p.events_b.iter().any(|e| matches!(e, Event::StreamClosed { .. })));
+    assert!(p
+        .events_b
+        .iter()
+        .any(|e| matches!(e, Event::StreamClosed { .. })));
     let mut got = Vec::new();
     loop {
         match p.a.read(id, &mut buf).unwrap() {
@@ -283,7 +337,10 @@ fn half_close_propagates_both_ways() {
     }
     assert_eq!(got, b"reply-1 reply-2");
     p.collect();
-    assert!(p.events_a.iter().any(|e| *e == Event::StreamClosed { stream: id }));
+    assert!(p
+        .events_a
+        .iter()
+        .any(|e| *e == Event::StreamClosed { stream: id }));
     assert_eq!(p.a.stream_count() + p.b.stream_count(), 0);
     assert_eq!(p.a.read(id, &mut buf), Err(StreamError::UnknownStream(id)));
 }
@@ -300,16 +357,27 @@ fn reset_propagates_and_drops_the_stream_on_both_ends() {
     p.b.accept_stream(keep).unwrap();
     p.b.accept_stream(doomed).unwrap();
     p.a.reset_stream(doomed, Reason::ConnectionReset).unwrap();
-    assert_eq!(p.a.write(doomed, b"x"), Err(StreamError::UnknownStream(doomed)));
-    assert!(p.run_until(SEC, |p| p
-        .events_b
-        .iter()
-        .any(|e| *e == Event::StreamReset { stream: doomed, reason: Reason::ConnectionReset })));
-    assert_eq!(p.b.write(doomed, b"x"), Err(StreamError::UnknownStream(doomed)));
+    assert_eq!(
+        p.a.write(doomed, b"x"),
+        Err(StreamError::UnknownStream(doomed))
+    );
+    assert!(p.run_until(SEC, |p| p.events_b.iter().any(|e| *e
+        == Event::StreamReset {
+            stream: doomed,
+            reason: Reason::ConnectionReset
+        })));
+    assert_eq!(
+        p.b.write(doomed, b"x"),
+        Err(StreamError::UnknownStream(doomed))
+    );
     assert_eq!(p.b.stream_count(), 1);
     // b resets the other one back.
     p.b.reset_stream(keep, Reason::Refused).unwrap();
-    assert!(p.run_until(SEC, |p| p.events_a.iter().any(|e| *e == Event::StreamReset { stream: keep, reason: Reason::Refused })));
+    assert!(p.run_until(SEC, |p| p.events_a.iter().any(|e| *e
+        == Event::StreamReset {
+            stream: keep,
+            reason: Reason::Refused
+        })));
     assert_eq!(p.a.stream_count(), 0);
     assert!(p.a.is_established() && p.b.is_established());
     assert_eq!(p.b.stats().resets_received, 1);
@@ -326,8 +394,15 @@ fn refused_open_is_a_reset_before_accept() {
     // Not accepted: b may not write yet.
     assert_eq!(p.b.write(id, b"x"), Err(StreamError::NotAccepted(id)));
     p.b.reset_stream(id, Reason::NotMember).unwrap();
-    assert!(p.run_until(SEC, |p| p.events_a.iter().any(|e| *e == Event::StreamReset { stream: id, reason: Reason::NotMember })));
-    assert!(!p.events_a.iter().any(|e| matches!(e, Event::StreamAccepted { .. })));
+    assert!(p.run_until(SEC, |p| p.events_a.iter().any(|e| *e
+        == Event::StreamReset {
+            stream: id,
+            reason: Reason::NotMember
+        })));
+    assert!(!p
+        .events_a
+        .iter()
+        .any(|e| matches!(e, Event::StreamAccepted { .. })));
     // A stream reset before its OPEN left sends nothing at all.
     let before = p.a.stats().frames_sent;
     let id2 = p.a.open_stream(dest(10), src()).unwrap();
@@ -345,8 +420,23 @@ fn a_reader_that_never_reads_does_not_stall_another_stream() {
     let flowing = p.a.open_stream(dest(2), src()).unwrap();
     let mut r = Rng(6);
     let flowing_bytes = r.bytes(8 << 20);
-    a.streams.insert(stalled, StreamApp { out: r.bytes(8 << 20), reads: true, ..Default::default() });
-    a.streams.insert(flowing, StreamApp { out: flowing_bytes.clone(), finish: true, reads: true, ..Default::default() });
+    a.streams.insert(
+        stalled,
+        StreamApp {
+            out: r.bytes(8 << 20),
+            reads: true,
+            ..Default::default()
+        },
+    );
+    a.streams.insert(
+        flowing,
+        StreamApp {
+            out: flowing_bytes.clone(),
+            finish: true,
+            reads: true,
+            ..Default::default()
+        },
+    );
     let mut rng = Rng(66);
     let mut max_b_buffered = 0;
     let done = loop {
@@ -371,7 +461,10 @@ fn a_reader_that_never_reads_does_not_stall_another_stream() {
     assert!(b.streams[&flowing].input == flowing_bytes);
     let cfg = Config::new("x", "y");
     // The stalled stream holds exactly its floor window; nothing more.
-    assert_eq!(p.b.buffered_receive_bytes(), u64::from(cfg.min_stream_window));
+    assert_eq!(
+        p.b.buffered_receive_bytes(),
+        u64::from(cfg.min_stream_window)
+    );
     assert!(max_b_buffered <= u64::from(cfg.min_stream_window) + u64::from(cfg.max_stream_window));
     // The sender holds at most its send buffer for the stalled stream.
     assert!(p.a.buffered_send_bytes() <= u64::from(cfg.stream_send_buffer));
@@ -389,14 +482,28 @@ fn streams_stalled_after_growing_leave_new_streams_their_floor() {
         c.max_stream_window = 1 << 20;
         c.receive_buffer = 2 * 8 * 16 * 1024 + (2 << 20);
     }
-    let mut p = Pair::new(ca, cb.clone(), harness::key(1), harness::key(1), LinkParams::wan(), 7);
+    let mut p = Pair::new(
+        ca,
+        cb.clone(),
+        harness::key(1),
+        harness::key(1),
+        LinkParams::wan(),
+        7,
+    );
     assert!(p.handshake());
     let mut rng = Rng(7);
     let (mut a, mut b) = (App::default(), App::default());
     // Three streams are read for a while (they grow), then never again.
     for port in 1..=3u16 {
         let id = p.a.open_stream(dest(port), src()).unwrap();
-        a.streams.insert(id, StreamApp { out: rng.bytes(6 << 20), reads: true, ..Default::default() });
+        a.streams.insert(
+            id,
+            StreamApp {
+                out: rng.bytes(6 << 20),
+                reads: true,
+                ..Default::default()
+            },
+        );
     }
     let t = p.now + 30 * MS;
     while p.now < t {
@@ -421,12 +528,25 @@ fn streams_stalled_after_growing_leave_new_streams_their_floor() {
         }
     }
     assert!(p.b.committed_receive_bytes() <= cb.receive_buffer);
-    assert!(p.b.buffered_receive_bytes() > 1 << 20, "stalled streams hold their grown windows");
+    assert!(
+        p.b.buffered_receive_bytes() > 1 << 20,
+        "stalled streams hold their grown windows"
+    );
     // A new stream still delivers 1 MiB, at its floor window at worst.
     let fresh = p.a.open_stream(dest(50), src()).unwrap();
     let bytes = rng.bytes(1 << 20);
-    a.streams.insert(fresh, StreamApp { out: bytes.clone(), finish: true, reads: true, ..Default::default() });
-    let ok = run_apps(&mut p, &mut a, &mut b, 7, 0, 120 * SEC, |_, _, b| b.streams.get(&fresh).is_some_and(|s| s.got_fin));
+    a.streams.insert(
+        fresh,
+        StreamApp {
+            out: bytes.clone(),
+            finish: true,
+            reads: true,
+            ..Default::default()
+        },
+    );
+    let ok = run_apps(&mut p, &mut a, &mut b, 7, 0, 120 * SEC, |_, _, b| {
+        b.streams.get(&fresh).is_some_and(|s| s.got_fin)
+    });
     assert!(ok, "the new stream stalled");
     assert!(b.streams[&fresh].input == bytes);
     assert!(p.max_committed <= cb.receive_buffer);
@@ -447,14 +567,22 @@ fn graceful_go_away_drains_streams_then_closes_both_ends() {
     // The existing stream still completes.
     p.a.finish(id).unwrap();
     let mut buf = [0u8; 32];
-    assert!(p.run_until(SEC, |p| p.events_b.iter().filter(|e| matches!(e, Event::StreamReadable { .. })).count() >= 1));
+    assert!(p.run_until(SEC, |p| p
+        .events_b
+        .iter()
+        .filter(|e| matches!(e, Event::StreamReadable { .. }))
+        .count()
+        >= 1));
     assert!(p.run_until(SEC, |p| {
         let mut buf = [0u8; 32];
         matches!(p.b.read(id, &mut buf), Ok(ReadOutcome::Finished))
     }));
     p.b.write(id, b"bye").unwrap();
     p.b.finish(id).unwrap();
-    assert!(p.run_until(SEC, |p| matches!(p.a.read(id, &mut [0u8; 8]), Ok(ReadOutcome::Data(3)))));
+    assert!(p.run_until(SEC, |p| matches!(
+        p.a.read(id, &mut [0u8; 8]),
+        Ok(ReadOutcome::Data(3))
+    )));
     assert_eq!(p.a.read(id, &mut buf), Ok(ReadOutcome::Finished));
     assert!(p.run_until(SEC, |p| p.a.is_closed() && p.b.is_closed()));
     p.collect();
@@ -483,10 +611,19 @@ fn a_silent_peer_is_declared_dead_within_the_idle_timeout() {
     p.ab.up = false;
     assert!(p.run_until(start + 30 * SEC, |p| p.a.is_closed()));
     let idle = Config::new("x", "y").idle_timeout;
-    assert!(p.now - start <= idle + MS, "closed after {} ms", (p.now - start) / MS);
-    assert!(p.events_a.contains(&Event::Closed { error: Some(ConnectionError::IdleTimeout) }));
+    assert!(
+        p.now - start <= idle + MS,
+        "closed after {} ms",
+        (p.now - start) / MS
+    );
+    assert!(p.events_a.contains(&Event::Closed {
+        error: Some(ConnectionError::IdleTimeout)
+    }));
     assert_eq!(p.a.write(id, b"x"), Err(StreamError::ConnectionClosed));
-    assert_eq!(p.a.open_stream(dest(2), src()), Err(OpenError::ConnectionClosed));
+    assert_eq!(
+        p.a.open_stream(dest(2), src()),
+        Err(OpenError::ConnectionClosed)
+    );
 }
 
 #[test]
@@ -497,7 +634,7 @@ fn close_sends_goaway_with_the_code_and_the_peer_closes() {
     p.a.close(CloseCode::Shutdown);
     assert!(p.a.is_closed());
     assert!(p.run_until(SEC, |p| p.b.is_closed()));
-    assert!(p
-        .events_b
-        .contains(&Event::Closed { error: Some(ConnectionError::PeerClosed(CloseCode::Shutdown)) }));
+    assert!(p.events_b.contains(&Event::Closed {
+        error: Some(ConnectionError::PeerClosed(CloseCode::Shutdown))
+    }));
 }

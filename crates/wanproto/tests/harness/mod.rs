@@ -64,11 +64,23 @@ pub struct LinkParams {
 
 impl LinkParams {
     pub fn wan() -> LinkParams {
-        LinkParams { latency: 5 * MS, rate: 125_000_000, mtu: 1448, max_chunk: 64 * 1024, sndbuf: 4 << 20 }
+        LinkParams {
+            latency: 5 * MS,
+            rate: 125_000_000,
+            mtu: 1448,
+            max_chunk: 64 * 1024,
+            sndbuf: 4 << 20,
+        }
     }
 
     pub fn instant() -> LinkParams {
-        LinkParams { latency: 0, rate: u64::MAX / 4, mtu: 1 << 20, max_chunk: 1 << 20, sndbuf: usize::MAX / 2 }
+        LinkParams {
+            latency: 0,
+            rate: u64::MAX / 4,
+            mtu: 1 << 20,
+            max_chunk: 1 << 20,
+            sndbuf: usize::MAX / 2,
+        }
     }
 }
 
@@ -88,7 +100,14 @@ pub struct Link {
 
 impl Link {
     fn new(params: LinkParams) -> Link {
-        Link { params, busy_until: 0, in_flight: 0, queue: VecDeque::new(), up: true, record: Vec::new() }
+        Link {
+            params,
+            busy_until: 0,
+            in_flight: 0,
+            queue: VecDeque::new(),
+            up: true,
+            record: Vec::new(),
+        }
     }
 
     fn has_room(&self) -> bool {
@@ -140,7 +159,14 @@ pub fn config(name: &str, cluster: &str) -> Config {
 }
 
 impl Pair {
-    pub fn new(ca: Config, cb: Config, ka: PresharedKey, kb: PresharedKey, link: LinkParams, seed: u64) -> Pair {
+    pub fn new(
+        ca: Config,
+        cb: Config,
+        ka: PresharedKey,
+        kb: PresharedKey,
+        link: LinkParams,
+        seed: u64,
+    ) -> Pair {
         let mut rng = Rng(seed);
         let a = TrunkConnection::new(ca, Role::Initiator, ka, rng.nonce(), 0).unwrap();
         let b = TrunkConnection::new(cb, Role::Acceptor, kb, rng.nonce(), 0).unwrap();
@@ -160,7 +186,14 @@ impl Pair {
 
     /// Default configs, same key, given link.
     pub fn with_link(link: LinkParams, seed: u64) -> Pair {
-        Pair::new(config("a-relay0", "a"), config("b-relay0", "b"), key(7), key(7), link, seed)
+        Pair::new(
+            config("a-relay0", "a"),
+            config("b-relay0", "b"),
+            key(7),
+            key(7),
+            link,
+            seed,
+        )
     }
 
     fn transmit(&mut self) {
@@ -185,7 +218,11 @@ impl Pair {
                 // Receiver-side chunking: cut the segment at random points.
                 let mut rest = &seg[..];
                 while !rest.is_empty() {
-                    let n = if self.rng.range(0, 3) == 0 { self.rng.range(1, rest.len()) } else { rest.len() };
+                    let n = if self.rng.range(0, 3) == 0 {
+                        self.rng.range(1, rest.len())
+                    } else {
+                        rest.len()
+                    };
                     conn.handle_input(now, &rest[..n]);
                     rest = &rest[n..];
                 }
