@@ -820,12 +820,16 @@ impl TrunkConnection {
 
     /// Appends bytes to write to the trunk socket to `out`; returns how many.
     ///
-    /// DATA frames are cut to fit `max_len`. Control frames are never cut:
+    /// Nothing is produced for `max_len` 0. DATA frames are cut to fit
+    /// `max_len` (at least one payload byte). Control frames are never cut:
     /// one that does not fit is still emitted when nothing else has been
     /// (so at most [`frame::MAX_HELLO_LEN`] + [`FRAME_HEADER_LEN`] bytes more
     /// than `max_len`); a pacer accounts for it as debt. Streams share the
     /// link round-robin, one DATA frame at a time.
     pub fn poll_transmit_into(&mut self, now: u64, out: &mut Vec<u8>, max_len: usize) -> usize {
+        if max_len == 0 {
+            return 0;
+        }
         let start = out.len();
         let n = self.transmit(now, out, max_len);
         debug_assert_eq!(n, out.len() - start);
@@ -881,6 +885,8 @@ impl TrunkConnection {
 
     /// Accepts a stream the peer opened (after connecting to its
     /// destination): sends OPEN_OK; data may flow both ways from now on.
+    /// If bytes (or the FIN) arrived before the accept, a
+    /// [`Event::StreamReadable`] for them follows.
     ///
     /// # Errors
     /// [`StreamError`] if there is no such stream or it is not awaiting
@@ -892,6 +898,12 @@ impl TrunkConnection {
         }
         s.accepted = true;
         s.open_ok_pending = true;
+        // Bytes that arrived before the accept: announce them again, so
+        // the daemon need not remember an event it could not act on yet.
+        if !s.recv_buf.is_empty() || s.recv_fin {
+            s.readable_notified = true;
+            self.events.push_back(Event::StreamReadable { stream });
+        }
         self.schedule_ctrl(stream);
         Ok(())
     }

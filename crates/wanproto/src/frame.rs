@@ -11,7 +11,7 @@
 //!
 //! | type | name | stream | payload |
 //! |---|---|---|---|
-//! | 0x01 | HELLO | 0 | see [`Hello`], 52..=180 bytes |
+//! | 0x01 | HELLO | 0 | see [`Hello`], 52..=178 bytes |
 //! | 0x02 | AUTH | 0 | 32-byte HMAC-SHA256 |
 //! | 0x10 | OPEN | new id | 38 bytes: families, ports, addresses (as the preamble's bytes 8..48, without bytes 14..16) |
 //! | 0x11 | OPEN_OK | id | empty |
