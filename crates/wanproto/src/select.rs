@@ -146,6 +146,8 @@ mod tests {
         assert_eq!(mix64(1), 0x5692_161d_100b_05e5);
         assert_eq!(host_hash(ip("10.1.0.3")), fnv1a64(&[10, 1, 0, 3]));
         assert_eq!(host_hash(ip("::ffff:10.1.0.3")), host_hash(ip("10.1.0.3")));
+        assert_eq!(score(0, ip("10.1.0.3")), 0xecb7_6ca9_6db0_982d);
+        assert_eq!(score(1, ip("10.1.0.3")), 0xc90e_1b75_8e86_1514);
     }
 
     #[test]

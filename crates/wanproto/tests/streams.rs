@@ -638,3 +638,29 @@ fn close_sends_goaway_with_the_code_and_the_peer_closes() {
         error: Some(ConnectionError::PeerClosed(CloseCode::Shutdown))
     }));
 }
+
+#[test]
+fn bytes_that_arrive_before_accept_are_announced_again_after_it() {
+    let mut p = Pair::with_link(LinkParams::wan(), 12);
+    assert!(p.handshake());
+    let id = p.a.open_stream(dest(1), src()).unwrap();
+    p.a.write(id, b"early").unwrap();
+    p.a.finish(id).unwrap();
+    assert!(p.run_until(SEC, |p| p
+        .events_b
+        .iter()
+        .any(|e| *e == Event::StreamReadable { stream: id })));
+    p.events_b.clear(); // the daemon could not act on it yet
+    p.b.accept_stream(id).unwrap();
+    p.collect();
+    assert_eq!(
+        p.events_b.pop_front(),
+        Some(Event::StreamReadable { stream: id })
+    );
+    let mut buf = [0u8; 16];
+    assert_eq!(p.b.read(id, &mut buf), Ok(ReadOutcome::Data(5)));
+    assert_eq!(p.b.read(id, &mut buf), Ok(ReadOutcome::Finished));
+    assert!(p.run_until(SEC, |p| p
+        .events_a
+        .contains(&Event::StreamAccepted { stream: id })));
+}
