@@ -12,9 +12,9 @@ OPENMPI_CC := /usr/bin/mpicc.openmpi
 MPICH_CC := $(VENV)/bin/mpicc
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc dropbear-bin openssh-client
-MPI_PROGRAMS := bench/pingpong.c bench/collbench.c tests/programs/where.c tests/programs/ring.c \
+MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c
-FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f
+FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90
 OPENMPI_FC := /usr/bin/mpif90.openmpi
 MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
@@ -90,6 +90,13 @@ build/mpich/%: tests/programs/%.c | venv
 # bindings: tests/programs/mpich-fortran.sh takes Debian's (without installing
 # the mpich packages) and makes $(MPICH_FC); -w because MPICH's mpi module has
 # no interfaces for choice buffers, so every mixed buffer type warns.
+# Programs that call libwanmpi's own API (wanmpi_keyvals, ...) link with it.
+build/openmpi/pacecheck_f90: tests/programs/pacecheck_f90.f90 build/lib/libwanmpi-openmpi.so | apt
+	@mkdir -p $(@D); $(OPENMPI_FC) $(FFLAGS) -J $(@D) -o $@ $< -Lbuild/lib -lwanmpi-openmpi \
+		-Wl,-rpath,$(CURDIR)/build/lib
+build/mpich/pacecheck_f90: tests/programs/pacecheck_f90.f90 build/lib/libwanmpi-mpich.so $(MPICH_FC)
+	@mkdir -p $(@D); $(MPICH_FC) $(FFLAGS) -w -J $(@D) -o $@ $< -Lbuild/lib -lwanmpi-mpich \
+		-Wl,-rpath,$(CURDIR)/build/lib
 build/openmpi/%: tests/programs/%.f90 | apt
 	@mkdir -p $(@D); $(OPENMPI_FC) $(FFLAGS) -J $(@D) -o $@ $<
 build/openmpi/%: tests/programs/%.f | apt

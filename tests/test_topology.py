@@ -109,7 +109,10 @@ def test_routes_go_around_a_missing_link():
     (GOOD + "[collectives]\nchunk = \"100B\"\n", "collectives.chunk", "outside [1KB, 1GB]"),
     (GOOD + "[collectives]\nsmall = \"-1KB\"\n", "collectives.small", "negative size"),
     (GOOD + "[collectives]\nbcast = \"fastest\"\n", "collectives.bcast", "not an algorithm"),
-    (GOOD + "[collectives]\nalltoall = \"mpi\"\n", "collectives.alltoall", "unknown key"),
+    (GOOD + "[collectives]\nalltoall = \"multilane\"\n", "collectives.alltoall", "not an algorithm"),
+    (GOOD + "[collectives]\ngather = \"mpi\"\n", "collectives.gather", "unknown key"),
+    (GOOD + "[pacing]\nalltoall = \"fast\"\n", "pacing.alltoall", "not an all-to-all rate"),
+    (GOOD + "[pacing]\ndivisor = 0\n", "pacing.divisor", ""),
 ])
 def test_each_bad_value_names_file_key_and_problem(text, key, problem):
     e = error_of(text)
@@ -141,6 +144,17 @@ def test_collective_settings_reach_every_rank_environment():
     assert env["WANMPI_BARRIER"] == "mpi"
     assert env["WANMPI_BCAST"] == "multilane"
     assert env["WANMPI_CLUSTER_MAP"] == "a=198.18.0.0/24;b=198.18.1.0/24"
+
+
+def test_alltoall_settings_reach_every_rank_environment():
+    from wanmpi import libwanmpi
+    env = libwanmpi.environment(topo.loads(GOOD, "t.toml"))
+    assert (env["WANMPI_ALLTOALL"], env["WANMPI_ALLTOALLV"]) == ("scheduled", "scheduled")
+    assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("matb", "1")
+    t = topo.loads(GOOD + '[collectives]\nalltoallv = "paced"\n[pacing]\nalltoall = "auto"\ndivisor = 2\n', "t.toml")
+    env = libwanmpi.environment(t)
+    assert (env["WANMPI_ALLTOALL"], env["WANMPI_ALLTOALLV"]) == ("scheduled", "paced")
+    assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("auto", "2")
 
 
 def test_default_lanes_are_automatic_and_rates_are_passed():

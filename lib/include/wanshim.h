@@ -55,6 +55,15 @@ int wanshim_set_cluster_rate(const char *cluster, uint64_t bytes_per_s);
  * UINT64_MAX if `cluster` is not another cluster of the map. */
 uint64_t wanshim_cluster_rate(const char *cluster);
 
+/* Paces the TCP sockets inside this process's cluster ("local"; never paced
+ * unless set here). libwanmpi's all-to-all uses it so that the local flows
+ * into a receiver leave room on its NIC for the flows from the WAN. 0: not
+ * paced. Returns the number of sockets re-paced, or -1 with errno ENOSYS. */
+int wanshim_set_local_rate(uint64_t bytes_per_s);
+
+/* The local rate now, bytes/s; 0: not paced. */
+uint64_t wanshim_local_rate(void);
+
 /* Number of open TCP sockets to other clusters that the shim tracks. */
 int wanshim_wan_socket_count(void);
 
@@ -70,12 +79,16 @@ typedef int wanshim_set_cluster_rate_fn(const char *, uint64_t);
 typedef uint64_t wanshim_cluster_rate_fn(const char *);
 typedef int wanshim_wan_socket_count_fn(void);
 typedef int wanshim_enabled_fn(void);
+typedef int wanshim_set_local_rate_fn(uint64_t);
+typedef uint64_t wanshim_local_rate_fn(void);
 #define WANSHIM_SET_WAN_RATE      "wanshim_set_wan_rate"
 #define WANSHIM_WAN_RATE          "wanshim_wan_rate"
 #define WANSHIM_SET_CLUSTER_RATE  "wanshim_set_cluster_rate"
 #define WANSHIM_CLUSTER_RATE      "wanshim_cluster_rate"
 #define WANSHIM_WAN_SOCKET_COUNT  "wanshim_wan_socket_count"
 #define WANSHIM_ENABLED           "wanshim_enabled"
+#define WANSHIM_SET_LOCAL_RATE    "wanshim_set_local_rate"
+#define WANSHIM_LOCAL_RATE        "wanshim_local_rate"
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 
 from . import bench_coll, doctor, emulator, launch, net, paths, plot, tcpstats, topo, units
 from .topo import Topology
@@ -158,6 +159,22 @@ def build_parser() -> argparse.ArgumentParser:
     bco.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bco.add_argument("--plots", metavar="DIR", help="also draw PNG plots into DIR")
     bco.set_defaults(handler=cmd_bench_coll)
+    from . import bench_pacing
+    bpa = bnsub.add_parser("pacing", help="IS, FT and LU patterns with and without pacing, with their RTOs")
+    topology_option(bpa)
+    bpa.add_argument("--variants", default=",".join(bench_pacing.VARIANTS),
+                     help=f"comma-separated subset of: {', '.join(bench_pacing.VARIANTS)} (default: all)")
+    bpa.add_argument("--kernels", default=",".join(bench_pacing.KERNELS),
+                     help=f"comma-separated subset of: {', '.join(bench_pacing.KERNELS)} (default: all)")
+    bpa.add_argument("--delays", default="0,2,5,10", help="one-way WAN delays in ms (default: 0,2,5,10)")
+    bpa.add_argument("--cc", default=",".join(bench_pacing.CONGESTION_CONTROLS),
+                     help="congestion controls set on every node (default: cubic,bbr)")
+    bpa.add_argument("--reps", type=int, default=3, help="jobs per cell; the median is shown (default: 3)")
+    bpa.add_argument("--quick", action="store_true",
+                     help="delay 10 ms, cubic, one job per cell, variants ompi,paper,wanmpi (for tests)")
+    bpa.add_argument("--timeout", type=float, default=600, help="per job, seconds (default: 600)")
+    bpa.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bpa.set_defaults(handler=cmd_bench_pacing)
     return p
 
 
@@ -390,6 +407,21 @@ def cmd_bench_coll(args) -> int:
     return bench_coll.run(topology_for(args), bench_coll.parse_variants(args.variants),
                           bench_coll.parse_delays(delays), ops, sizes, iters, args.ranks, args.map,
                           args.json, args.plots, args.timeout)
+
+
+def cmd_bench_pacing(args) -> int:
+    from . import bench_pacing
+    if args.reps < 1:
+        raise CliError(f"--reps must be at least 1, got {args.reps}")
+    variants, delays, ccs, reps = args.variants, args.delays, args.cc, args.reps
+    if args.quick:
+        variants, delays, ccs, reps = "ompi,paper,wanmpi", "10", "cubic", 1
+    available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    return bench_pacing.run(topology_for(args),
+                            bench_pacing.parse_list(variants, list(bench_pacing.VARIANTS), "variants"),
+                            bench_pacing.parse_list(args.kernels, list(bench_pacing.KERNELS), "kernels"),
+                            bench_coll.parse_delays(delays),
+                            bench_pacing.parse_list(ccs, available, "cc"), reps, args.json, args.timeout)
 
 
 if __name__ == "__main__":

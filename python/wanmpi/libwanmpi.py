@@ -35,6 +35,9 @@ def environment(topo: Topology) -> dict[str, str]:
         "WANMPI_SMALL": str(c.small_bytes),
         # libwanshim: the rate of every socket to another cluster, bytes/s ([pacing])
         "WANMPI_PACING_RATE": str(topo.pacing_rate),
+        # libwanmpi: how an MPI_Alltoall(v) is paced while it runs
+        "WANMPI_ALLTOALL_RATE": topo.pacing.alltoall,
+        "WANMPI_MATB_DIVISOR": str(topo.pacing.divisor),
     }
     if c.lanes is not None:
         env["WANMPI_LANES"] = str(c.lanes)

@@ -36,10 +36,13 @@ WAN_KEYS = {*WAN_DEFAULTS, "link"}
 LINK_KEYS = {"clusters", *WAN_DEFAULTS}
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block", "barrier")
 ALGORITHMS = ("multilane", "singlelane", "mpi")
+ALLTOALLS = ("alltoall", "alltoallv")              # rate-managed (lib/src/coll/alltoall.c)
+ALLTOALL_ALGORITHMS = ("scheduled", "paced", "mpi")
 COLLECTIVES_DEFAULTS = {"lanes": "auto", "chunk": "32KiB", "small": "8KiB",
-                        **{c: "multilane" for c in COLLECTIVES}}
+                        **{c: "multilane" for c in COLLECTIVES}, **{c: "scheduled" for c in ALLTOALLS}}
 PACING_MODES = ("off", "fixed", "matb")
-PACING_KEYS = {"mode", "rate", "senders"}
+ALLTOALL_RATES = ("matb", "auto", "off")           # how an all-to-all is paced while it runs
+PACING_KEYS = {"mode", "rate", "senders", "alltoall", "divisor"}
 TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing"}
 
 
@@ -130,7 +133,8 @@ class Collectives:
     lanes: int | None = None        # k, WAN senders per cluster; None: the measured best per collective
     chunk_bytes: int = 32 * 1024    # pipeline chunk
     small_bytes: int = 8 * 1024     # up to this size: the single-lane path
-    algorithms: tuple[tuple[str, str], ...] = tuple((c, "multilane") for c in COLLECTIVES)
+    algorithms: tuple[tuple[str, str], ...] = (tuple((c, "multilane") for c in COLLECTIVES)
+                                               + tuple((c, "scheduled") for c in ALLTOALLS))
 
 
 @dataclass(frozen=True)
@@ -142,10 +146,15 @@ class Pacing:
     matb:  the paper's maximum allowable transmission bandwidth, B / n: the
            slowest WAN link's rate over `senders` (None: the nodes of the
            largest cluster, every node sending across at once)
+    While an MPI_Alltoall(v) runs, libwanmpi paces by `alltoall` ("matb":
+    B / (senders x divisor), "auto": from the call's volumes, "off"), then
+    returns to the rate above.
     """
     mode: str = "off"
     rate_bps: int | None = None
     senders: int | None = None
+    alltoall: str = "matb"
+    divisor: int = 1
 
 
 @dataclass(frozen=True)
@@ -306,14 +315,20 @@ class _Reader:
             raise self.fail("pacing.rate", f"only with mode = \"fixed\" (mode is {mode!r})")
         if "senders" in settings and mode != "matb":
             raise self.fail("pacing.senders", f"only with mode = \"matb\" (mode is {mode!r})")
+        alltoall = settings.get("alltoall", "matb")
+        if alltoall not in ALLTOALL_RATES:
+            raise self.fail("pacing.alltoall", f"{alltoall!r} is not an all-to-all rate "
+                            f"(choose {', '.join(ALLTOALL_RATES)})")
+        divisor = self.integer("pacing.divisor", settings.get("divisor", 1), 1, 64)
         if mode == "fixed":
             if "rate" not in settings:
                 raise self.fail("pacing.rate", "missing: mode = \"fixed\" needs a rate, e.g. \"50Mbit\"")
-            return Pacing(mode, rate_bps=self.convert("pacing.rate", settings["rate"], units.parse_rate))
+            return Pacing(mode, rate_bps=self.convert("pacing.rate", settings["rate"], units.parse_rate),
+                          alltoall=alltoall, divisor=divisor)
         senders = settings.get("senders", "nodes")
         if senders != "nodes":
             senders = self.integer("pacing.senders", senders, 1, MAX_NODES_PER_CLUSTER * MAX_CLUSTERS)
-        return Pacing(mode, senders=None if senders == "nodes" else senders)
+        return Pacing(mode, senders=None if senders == "nodes" else senders, alltoall=alltoall, divisor=divisor)
 
     def collectives(self, raw: object) -> Collectives:
         settings = {**COLLECTIVES_DEFAULTS, **self.table(raw, "collectives", set(COLLECTIVES_DEFAULTS))}
@@ -329,6 +344,11 @@ class _Reader:
             if settings[c] not in ALGORITHMS:
                 raise self.fail(f"collectives.{c}", f"{settings[c]!r} is not an algorithm "
                                 f"(choose {', '.join(ALGORITHMS)})")
+            algorithms.append((c, settings[c]))
+        for c in ALLTOALLS:
+            if settings[c] not in ALLTOALL_ALGORITHMS:
+                raise self.fail(f"collectives.{c}", f"{settings[c]!r} is not an algorithm "
+                                f"(choose {', '.join(ALLTOALL_ALGORITHMS)})")
             algorithms.append((c, settings[c]))
         return Collectives(None if lanes == "auto" else lanes, chunk, small, tuple(algorithms))
 

@@ -8,11 +8,16 @@
  *   matb   rho_c = B / (n_mine x d x r_c)      the pacing paper's MATB = B/(n d)
  *                                              per node, shared by the r_c
  *                                              sockets this rank sends to c on
- *   auto   rho_c = B x (v_me->c / V_cluster->c) / r_c / d: this rank's share of
+ *   auto   rho_c = 0.95 B x (v_me->c / V_cluster->c) / r_c / d: this rank's share of
  *          the WAN by the volumes the call really sends (alltoallv: summed over
  *          the cluster with one allreduce inside it), capped at a receiver's
  *          NIC rate / (ranks sending to it) so the flows into one receiver
- *          fit its switch port
+ *          fit its switch port; and the sockets inside the cluster are paced
+ *          to share what the WAN flows leave of a receiver's NIC:
+ *          lambda = (0.9 NIC - B (C - 1) / n_mine) / (n_mine - 1), at least
+ *          NIC / 10 / (n_mine - 1) (C clusters). Without this the local flows,
+ *          with their tiny RTT, fill the receiver's switch port and the WAN
+ *          flows lose packets there (measured: design/collectives.md)
  *   off    not paced
  *
  * n_mine: ranks of my cluster that send to c; d: WANMPI_MATB_DIVISOR; r_c:
@@ -42,6 +47,8 @@
 
 struct wm_pacing {
     int set;                    /* rates were changed: restore them */
+    int local_set;
+    uint64_t local_before;
     const struct wm_comm *wc;
 };
 
@@ -65,7 +72,7 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
                 int collective_counts)
 {
     const struct wm_settings *st = wm_settings();
-    pc->set = 0;
+    pc->set = pc->local_set = 0;
     pc->wc = wc;
     uint64_t b = wm_rate_maxrate();
     if (st->alltoall_rate == WM_RATE_OFF || !b || !wm_rate_available())
@@ -124,7 +131,8 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
         if (st->alltoall_rate == WM_RATE_MATB) {
             rho = (double)b / (senders[c] * st->matb_divisor * peers[c]);
         } else {
-            rho = (double)b * (vol[c] / cluster_vol[c]) / peers[c];
+            /* 5 % of B left for ACKs, the other direction's headers and jitter */
+            rho = 0.95 * (double)b * (vol[c] / cluster_vol[c]) / peers[c];
             /* a receiver's NIC is shared by every rank sending to it at once */
             double nic = st->nic_rate / 8;
             if (nic > 0 && wc->size > 1 && rho > nic / (wc->size - 1))
@@ -138,6 +146,18 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
                  wm_cluster_name(wc->cluster_global[c]), (unsigned long long)r,
                  wm_rate_mode_name(st->alltoall_rate));
     }
+    int n_mine = wc->cluster_size[wc->my_cluster];
+    if (rc == MPI_SUCCESS && st->alltoall_rate == WM_RATE_AUTO && n_mine > 1 && st->nic_rate > 0) {
+        double nic = st->nic_rate / 8, remote_in = (double)b * (nc - 1) / n_mine;
+        double left = 0.9 * nic - remote_in;
+        if (left < 0.1 * nic)
+            left = 0.1 * nic;
+        uint64_t lambda = (uint64_t)(left / (n_mine - 1));
+        pc->local_before = wm_rate_local();
+        if (wm_rate_set_local(lambda) == 0)
+            pc->local_set = 1;
+        wm_debug(1, "alltoall: pace sockets inside the cluster at %llu B/s", (unsigned long long)lambda);
+    }
     free(vol);
     free(peers);
     free(uniform);
@@ -146,6 +166,8 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
 
 static void unpace(struct wm_pacing *pc)
 {
+    if (pc->local_set)
+        wm_rate_set_local(pc->local_before);
     if (!pc->set)
         return;
     for (int c = 0; c < pc->wc->nclusters; c++)

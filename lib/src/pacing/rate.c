@@ -10,6 +10,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static wanshim_set_wan_rate_fn *set_wan;
 static wanshim_wan_rate_fn *get_wan;
 static wanshim_set_cluster_rate_fn *set_cluster;
+static wanshim_set_local_rate_fn *set_local;
+static wanshim_local_rate_fn *get_local;
 static int available;
 static uint64_t initial;
 static long changes;
@@ -20,7 +22,9 @@ static void resolve(void)
     set_wan = (wanshim_set_wan_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_WAN_RATE);
     get_wan = (wanshim_wan_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_WAN_RATE);
     set_cluster = (wanshim_set_cluster_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_CLUSTER_RATE);
-    available = enabled && set_wan && get_wan && set_cluster && enabled();
+    set_local = (wanshim_set_local_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_LOCAL_RATE);
+    get_local = (wanshim_local_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_LOCAL_RATE);
+    available = enabled && set_wan && get_wan && set_cluster && set_local && get_local && enabled();
     initial = available ? get_wan() : 0;
     wm_debug(1, "pacing: libwanshim %s, initial WAN rate %llu B/s", available ? "present" : "absent",
              (unsigned long long)initial);
@@ -65,6 +69,21 @@ int wm_rate_set_cluster(const char *cluster, uint64_t bytes_per_s)
         return -1;
     changes++;
     return set_cluster(cluster, bytes_per_s) < 0 ? -1 : 0;
+}
+
+int wm_rate_set_local(uint64_t bytes_per_s)
+{
+    if (!wm_rate_available())
+        return -1;
+    if (get_local() == bytes_per_s)
+        return 0;
+    changes++;
+    return set_local(bytes_per_s) < 0 ? -1 : 0;
+}
+
+uint64_t wm_rate_local(void)
+{
+    return wm_rate_available() ? get_local() : 0;
 }
 
 long wm_rate_changes(void)

@@ -27,6 +27,11 @@ int wm_rate_set_wan(uint64_t bytes_per_s);
  * the process-wide rate again). Returns 0 or -1. */
 int wm_rate_set_cluster(const char *cluster, uint64_t bytes_per_s);
 
+/* Paces the sockets inside this rank's cluster (0: not paced, the default).
+ * Returns 0 or -1. */
+int wm_rate_set_local(uint64_t bytes_per_s);
+uint64_t wm_rate_local(void);
+
 /* Number of rate changes made by libwanmpi, for the statistics. */
 long wm_rate_changes(void);
 

@@ -1,7 +1,9 @@
 /* The WAN sockets of the process and their pacing; the public API.
  *
  * A table indexed by file descriptor holds every open TCP socket to another
- * cluster. An entry also records the socket's identity (device and inode),
+ * cluster, and every one inside this process's cluster ("local": never paced
+ * unless wanshim_set_local_rate asks, e.g. while libwanmpi's all-to-all keeps
+ * the flows into one receiver within its NIC). An entry also records the socket's identity (device and inode),
  * because a descriptor can be closed without passing through our close()
  * (close_range, a raw syscall, fclose of an fdopen'd stream) and then reused
  * for something else: before touching a socket the shim checks that the
@@ -32,16 +34,19 @@
 struct wan_socket {
     dev_t dev;
     ino_t ino;
-    int cluster;            /* index of the other cluster */
+    int cluster;            /* index of the other cluster; this process's own if local */
     unsigned char used;
+    unsigned char local;    /* a socket inside this process's cluster */
     unsigned char paced;    /* a cap was ever set (the kernel then keeps pacing it internally) */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct wan_socket *table;
 static int table_size;
-static int wan_count;                   /* entries in use; read without the lock by close() */
+static int wan_count;                   /* WAN entries in use */
+static int used_count;                  /* all entries in use; read without the lock by close() */
 static uint64_t wan_rate;               /* bytes/s, 0: not paced */
+static uint64_t local_rate;             /* bytes/s for local sockets, 0: not paced (the default) */
 static uint64_t cluster_rate[WS_MAX_CLUSTERS];     /* WANSHIM_RATE_WAN: follow wan_rate */
 
 void ws_pacing_init(uint64_t rate)
@@ -59,6 +64,11 @@ void ws_pacing_atfork_release(void) { pthread_mutex_unlock(&lock); }
 static uint64_t rate_for(int cluster)
 {
     return cluster_rate[cluster] == WANSHIM_RATE_WAN ? wan_rate : cluster_rate[cluster];
+}
+
+static uint64_t rate_of(const struct wan_socket *e)
+{
+    return e->local ? local_rate : rate_for(e->cluster);
 }
 
 /* 0: lift the cap. Rates that do not fit the 32-bit form (where ~0U means
@@ -99,7 +109,9 @@ static int same_socket(int fd, const struct wan_socket *e)
 static void drop(int fd)
 {
     table[fd].used = 0;
-    __atomic_sub_fetch(&wan_count, 1, __ATOMIC_RELEASE);
+    if (!table[fd].local)
+        wan_count--;
+    __atomic_sub_fetch(&used_count, 1, __ATOMIC_RELEASE);
 }
 
 static int grow(int fd)
@@ -118,8 +130,11 @@ static int grow(int fd)
     return 0;
 }
 
-/* Re-paces the sockets to `only_cluster`, or (-1) those that follow the WAN
- * rate; returns how many. Called with the lock held. */
+#define REPACE_WAN (-1)           /* the WAN sockets that follow the WAN rate */
+#define REPACE_LOCAL (-2)         /* the local sockets */
+
+/* Re-paces the sockets to `only_cluster`, or those of REPACE_WAN or
+ * REPACE_LOCAL; returns how many. Called with the lock held. */
 static int repace(int only_cluster)
 {
     int n = 0;
@@ -127,14 +142,16 @@ static int repace(int only_cluster)
         struct wan_socket *e = &table[fd];
         if (!e->used)
             continue;
-        if (only_cluster >= 0 ? e->cluster != only_cluster : cluster_rate[e->cluster] != WANSHIM_RATE_WAN)
+        if (only_cluster == REPACE_LOCAL ? !e->local
+            : e->local || (only_cluster >= 0 ? e->cluster != only_cluster
+                                              : cluster_rate[e->cluster] != WANSHIM_RATE_WAN))
             continue;
         if (!same_socket(fd, e)) {
             WS_DEBUG(1, "fd %d was closed behind our back: forgotten", fd);
             drop(fd);
             continue;
         }
-        if (apply(fd, rate_for(e->cluster)) == 0)
+        if (apply(fd, rate_of(e)) == 0)
             n++;
         else
             WS_DEBUG(1, "fd %d: setsockopt(SO_MAX_PACING_RATE) failed: %s", fd, strerror(errno));
@@ -156,6 +173,9 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
     /* paced before, as this same socket (not a different one under a reused number) */
     int was_paced = known && tcp && table[fd].dev == st.st_dev && table[fd].ino == st.st_ino
                     && table[fd].paced;
+    int local = cluster == WS_PEER_LOCAL && ws_self_cluster() >= 0;
+    if (local)
+        cluster = ws_self_cluster();
     if (cluster < 0 || !tcp) {
         if (known) {
             if (was_paced)          /* reconnected inside the cluster: lift the cap */
@@ -164,7 +184,7 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
         }
         pthread_mutex_unlock(&lock);
         WS_DEBUG(2, "fd %d %s %s: %s", fd, how, ws_format_address(peer, len, where, sizeof where),
-                 !tcp ? "not TCP" : cluster == WS_PEER_LOCAL ? "same cluster" : "in no cluster");
+                 !tcp ? "not TCP" : "in no cluster");
         return;
     }
     if (grow(fd) != 0) {
@@ -173,11 +193,14 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
         return;
     }
     struct wan_socket *e = &table[fd];
-    if (!e->used)
-        __atomic_add_fetch(&wan_count, 1, __ATOMIC_RELEASE);
+    if (e->used)
+        drop(fd);
+    __atomic_add_fetch(&used_count, 1, __ATOMIC_RELEASE);
+    if (!local)
+        wan_count++;
     *e = (struct wan_socket){ .dev = st.st_dev, .ino = st.st_ino, .cluster = cluster, .used = 1,
-                              .paced = (unsigned char)was_paced };
-    uint64_t rate = rate_for(cluster);
+                              .local = (unsigned char)local, .paced = (unsigned char)was_paced };
+    uint64_t rate = rate_of(e);
     int rc = apply(fd, rate);
     int err = errno;
     pthread_mutex_unlock(&lock);
@@ -187,9 +210,9 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
                    ws_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
                    strerror(err));
         else
-            ws_log("fd %d %s %s (cluster '%s'): WAN socket, %s%llu B/s", fd, how,
+            ws_log("fd %d %s %s (cluster '%s'): %s socket, %s%llu B/s", fd, how,
                    ws_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
-                   rate ? "paced at " : "not paced, ", (unsigned long long)rate);
+                   local ? "local" : "WAN", rate ? "paced at " : "not paced, ", (unsigned long long)rate);
     }
 }
 
@@ -223,19 +246,19 @@ void ws_adopt_open_sockets(void)
 
 void ws_socket_closing(int fd)
 {
-    if (__atomic_load_n(&wan_count, __ATOMIC_ACQUIRE) == 0)
+    if (__atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
         return;
     pthread_mutex_lock(&lock);
     if (fd >= 0 && fd < table_size && table[fd].used) {
         drop(fd);
-        WS_DEBUG(1, "fd %d closed: %d WAN sockets left", fd, wan_count);
+        WS_DEBUG(2, "fd %d closed: %d WAN sockets left", fd, wan_count);
     }
     pthread_mutex_unlock(&lock);
 }
 
 void ws_socket_duplicated(int oldfd, int newfd)
 {
-    if (oldfd == newfd || newfd < 0 || __atomic_load_n(&wan_count, __ATOMIC_ACQUIRE) == 0)
+    if (oldfd == newfd || newfd < 0 || __atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
         return;
     pthread_mutex_lock(&lock);
     if (newfd < table_size && table[newfd].used)
@@ -243,7 +266,9 @@ void ws_socket_duplicated(int oldfd, int newfd)
     if (oldfd >= 0 && oldfd < table_size && table[oldfd].used && same_socket(oldfd, &table[oldfd])
         && grow(newfd) == 0) {
         table[newfd] = table[oldfd];
-        __atomic_add_fetch(&wan_count, 1, __ATOMIC_RELEASE);
+        if (!table[newfd].local)
+            wan_count++;
+        __atomic_add_fetch(&used_count, 1, __ATOMIC_RELEASE);
         WS_DEBUG(1, "fd %d is a duplicate of WAN socket fd %d", newfd, oldfd);
     }
     pthread_mutex_unlock(&lock);
@@ -261,7 +286,7 @@ WS_EXPORT int wanshim_set_wan_rate(uint64_t bytes_per_s)
     }
     pthread_mutex_lock(&lock);
     __atomic_store_n(&wan_rate, bytes_per_s, __ATOMIC_RELAXED);
-    int n = repace(-1);
+    int n = repace(REPACE_WAN);
     pthread_mutex_unlock(&lock);
     WS_DEBUG(1, "WAN rate %llu B/s%s: %d sockets re-paced", (unsigned long long)bytes_per_s,
              bytes_per_s ? "" : " (not paced)", n);
@@ -331,6 +356,33 @@ WS_EXPORT int wanshim_wan_socket_count(void)
     pthread_mutex_unlock(&lock);
     errno = saved;
     return n;
+}
+
+WS_EXPORT int wanshim_set_local_rate(uint64_t bytes_per_s)
+{
+    int saved = errno;
+    enum ws_state state = ws_init();
+    if (state == WS_DISABLED) {
+        errno = ENOSYS;
+        return -1;
+    }
+    pthread_mutex_lock(&lock);
+    local_rate = bytes_per_s;
+    int n = repace(REPACE_LOCAL);
+    pthread_mutex_unlock(&lock);
+    WS_DEBUG(1, "local rate %llu B/s%s: %d sockets re-paced", (unsigned long long)bytes_per_s,
+             bytes_per_s ? "" : " (not paced)", n);
+    errno = saved;
+    return n;
+}
+
+WS_EXPORT uint64_t wanshim_local_rate(void)
+{
+    ws_init();
+    pthread_mutex_lock(&lock);
+    uint64_t rate = local_rate;
+    pthread_mutex_unlock(&lock);
+    return rate;
 }
 
 WS_EXPORT int wanshim_enabled(void)
