@@ -108,6 +108,16 @@ def test_one_cluster_can_have_its_own_rate():
     assert found["cluster-c-wan", "to-c"] == (str(RATE),) * 2    # back to the WAN rate
 
 
+def test_sockets_inside_the_cluster_are_paced_only_on_request():
+    done = shimcheck("pacing", str(RATE))
+    found, calls = rates(done.stdout), api(done.stdout)
+    # to-a, accepted-from-a and the connecting end of accepted-from-a
+    assert calls["set_local_rate"] == "3"
+    assert_paced(found, "local", ["to-a", "accepted-from-a"], RATE // 4, ["udp-to-b"])
+    assert_paced(found, "local", ["to-b", "to-b-nonblocking"], RATE, [])   # the WAN rate, untouched
+    assert calls["set_local_rate_0"] == "3"
+
+
 def test_duplicate_keeps_a_socket_tracked_after_the_original_closes():
     done = shimcheck("pacing", str(RATE))
     found, calls = rates(done.stdout), api(done.stdout)

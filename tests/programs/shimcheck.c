@@ -118,6 +118,7 @@ struct api {
     wanshim_cluster_rate_fn *cluster_rate;
     wanshim_wan_socket_count_fn *count;
     wanshim_enabled_fn *enabled;
+    wanshim_set_local_rate_fn *set_local_rate;
 };
 
 static struct api find_api(void)
@@ -129,6 +130,7 @@ static struct api find_api(void)
         (wanshim_cluster_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_CLUSTER_RATE),
         (wanshim_wan_socket_count_fn *)dlsym(RTLD_DEFAULT, WANSHIM_WAN_SOCKET_COUNT),
         (wanshim_enabled_fn *)dlsym(RTLD_DEFAULT, WANSHIM_ENABLED),
+        (wanshim_set_local_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_LOCAL_RATE),
     };
 }
 
@@ -203,6 +205,13 @@ static int pacing(uint64_t rate)
     api_result("set_cluster_rate_z", api.set_cluster_rate("z", 1000));
     api_result("set_cluster_rate_c_wan", api.set_cluster_rate("c", WANSHIM_RATE_WAN));
     show("cluster-c-wan", names[2], fd[2]);
+    /* the sockets inside our cluster, paced on request and let go again */
+    if (api.set_local_rate) {
+        api_result("set_local_rate", api.set_local_rate(rate / 4));
+        for (int i = 0; i < 8; i++)
+            show("local", names[i], fd[i]);
+        api_result("set_local_rate_0", api.set_local_rate(0));
+    }
     /* a duplicate keeps the socket tracked after the original is closed */
     fd[9] = dup(fd[2]);
     close(fd[2]);
