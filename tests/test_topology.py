@@ -150,11 +150,11 @@ def test_alltoall_settings_reach_every_rank_environment():
     from wanmpi import libwanmpi
     env = libwanmpi.environment(topo.loads(GOOD, "t.toml"))
     assert (env["WANMPI_ALLTOALL"], env["WANMPI_ALLTOALLV"]) == ("scheduled", "scheduled")
-    assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("matb", "1")
-    t = topo.loads(GOOD + '[collectives]\nalltoallv = "paced"\n[pacing]\nalltoall = "auto"\ndivisor = 2\n', "t.toml")
+    assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("auto", "1")
+    t = topo.loads(GOOD + '[collectives]\nalltoallv = "paced"\n[pacing]\nalltoall = "matb"\ndivisor = 2\n', "t.toml")
     env = libwanmpi.environment(t)
     assert (env["WANMPI_ALLTOALL"], env["WANMPI_ALLTOALLV"]) == ("scheduled", "paced")
-    assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("auto", "2")
+    assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("matb", "2")
 
 
 def test_default_lanes_are_automatic_and_rates_are_passed():

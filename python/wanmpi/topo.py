@@ -41,7 +41,7 @@ ALLTOALL_ALGORITHMS = ("scheduled", "paced", "mpi")
 COLLECTIVES_DEFAULTS = {"lanes": "auto", "chunk": "32KiB", "small": "8KiB",
                         **{c: "multilane" for c in COLLECTIVES}, **{c: "scheduled" for c in ALLTOALLS}}
 PACING_MODES = ("off", "fixed", "matb")
-ALLTOALL_RATES = ("matb", "auto", "off")           # how an all-to-all is paced while it runs
+ALLTOALL_RATES = ("auto", "matb", "off")           # how an all-to-all is paced while it runs
 PACING_KEYS = {"mode", "rate", "senders", "alltoall", "divisor"}
 TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing"}
 
@@ -146,14 +146,14 @@ class Pacing:
     matb:  the paper's maximum allowable transmission bandwidth, B / n: the
            slowest WAN link's rate over `senders` (None: the nodes of the
            largest cluster, every node sending across at once)
-    While an MPI_Alltoall(v) runs, libwanmpi paces by `alltoall` ("matb":
-    B / (senders x divisor), "auto": from the call's volumes, "off"), then
-    returns to the rate above.
+    While an MPI_Alltoall(v) runs, libwanmpi paces by `alltoall` ("auto":
+    from the call's volumes, local flows too; "matb": B / (senders x
+    divisor), the paper; "off"), then returns to the rate above.
     """
     mode: str = "off"
     rate_bps: int | None = None
     senders: int | None = None
-    alltoall: str = "matb"
+    alltoall: str = "auto"
     divisor: int = 1
 
 
@@ -315,7 +315,7 @@ class _Reader:
             raise self.fail("pacing.rate", f"only with mode = \"fixed\" (mode is {mode!r})")
         if "senders" in settings and mode != "matb":
             raise self.fail("pacing.senders", f"only with mode = \"matb\" (mode is {mode!r})")
-        alltoall = settings.get("alltoall", "matb")
+        alltoall = settings.get("alltoall", "auto")
         if alltoall not in ALLTOALL_RATES:
             raise self.fail("pacing.alltoall", f"{alltoall!r} is not an all-to-all rate "
                             f"(choose {', '.join(ALLTOALL_RATES)})")

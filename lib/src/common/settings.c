@@ -69,7 +69,7 @@ static enum wm_rate_mode env_rate_mode(const char *name)
 {
     const char *v = nonempty(name);
     if (!v)
-        return WM_RATE_MATB;
+        return WM_RATE_AUTO;
     for (int m = 0; m < (int)(sizeof rate_mode_names / sizeof rate_mode_names[0]); m++)
         if (!strcasecmp(v, rate_mode_names[m]))
             return (enum wm_rate_mode)m;

@@ -45,10 +45,11 @@
  * first, eager-sized chunks, paced), "paced" (the paper: the MPI library's
  * own algorithm with the WAN sockets paced for its duration) or "mpi". */
 #define WM_ENV_ALLTOALL_RATE  "WANMPI_ALLTOALL_RATE"  /* how the rate of an all-to-all is chosen:
-                                                         "matb" (default: B / (senders x divisor),
-                                                         the paper), "auto" (from the volumes the
-                                                         call really sends and the receivers'
-                                                         NICs) or "off" (not paced) */
+                                                         "auto" (default: from the volumes the call
+                                                         really sends and the receivers' NICs, local
+                                                         flows paced too), "matb" (the paper:
+                                                         B / (senders x divisor), WAN sockets only)
+                                                         or "off" (not paced) */
 #define WM_ENV_MATB_DIVISOR   "WANMPI_MATB_DIVISOR"   /* d in MATB = B / (n x d), 1..64; the paper
                                                          found d = 2 better when receivers' switch
                                                          ports overflow. Default 1 */
