@@ -135,6 +135,16 @@ def emulator_totals() -> tuple[int, int]:
     return drops, late
 
 
+def require_testbed(topo: Topology) -> None:
+    """The testbed of `topo` is up and healthy, or BenchError says why not."""
+    state = net.State.load()
+    if state is None or state.topology_text != topo.text:
+        raise BenchError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
+    problems = net.health(state)
+    if problems:
+        raise BenchError("the testbed is not healthy: " + "; ".join(problems))
+
+
 def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],
                 timeout: float) -> list[dict]:
     mpi = launch.launcher(v.mpi)
@@ -155,12 +165,7 @@ def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, arg
 def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[str], sizes: str,
         iters: int, ranks: int | None, mapping: str | None, json_path: str | None,
         plot_dir: str | None, timeout: float) -> int:
-    state = net.State.load()
-    if state is None or state.topology_text != topo.text:
-        raise BenchError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
-    problems = net.health(state)
-    if problems:
-        raise BenchError("the testbed is not healthy: " + "; ".join(problems))
+    require_testbed(topo)
     ranks = ranks or len(topo.nodes)
     args = ["--ops", ",".join(ops), "--sizes", sizes, "--iters", str(iters), "--warmup", "1",
             "--budget", "20"]

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import emulator, launch, net, paths, shell, tcpstats
-from .bench_coll import BenchError, emulator_totals, parse_delays, set_delay
+from .bench_coll import BenchError, emulator_totals, require_testbed, set_delay
 from .topo import Topology
 
 KERNELS = {"is": ["--iters", "10"], "ft": ["--iters", "3"], "lu": ["--iters", "4"]}
@@ -132,12 +132,7 @@ def run_job(topo: Topology, v: Variant, kernel: str, timeout: float) -> tuple[di
 
 def run(topo: Topology, variants: list[str], kernels: list[str], delays: list[float], ccs: list[str],
         reps: int, json_path: str | None, timeout: float) -> int:
-    state = net.State.load()
-    if state is None or state.topology_text != topo.text:
-        raise BenchError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
-    problems = net.health(state)
-    if problems:
-        raise BenchError("the testbed is not healthy: " + "; ".join(problems))
+    require_testbed(topo)
     saved_links = emulator.settings()
     allowed_before = Path(ALLOWED_CC).read_text().strip()
     results: list[Result] = []

@@ -75,7 +75,10 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
     pc->set = pc->local_set = 0;
     pc->wc = wc;
     uint64_t b = wm_rate_maxrate();
-    if (st->alltoall_rate == WM_RATE_OFF || !b || !wm_rate_available())
+    /* Only settings shared by every rank decide here: the alltoallv volumes
+     * are summed collectively over the cluster, so a rank-local reason (no
+     * shim on this rank) must not skip that; it only skips setting rates. */
+    if (st->alltoall_rate == WM_RATE_OFF || !b)
         return MPI_SUCCESS;
     int nc = wc->nclusters;
     double *vol = calloc((size_t)nc * 3, sizeof *vol);
@@ -124,7 +127,14 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
             senders[c] = vol[c] > 0 ? wc->cluster_size[wc->my_cluster] : 0;
         }
     }
-    for (int c = 0; c < nc && rc == MPI_SUCCESS; c++) {
+    /* blocks of WANMPI_SMALL bytes or less are a few packets: pacing them
+     * would only delay them */
+    double largest = 0;
+    for (int c = 0; c < nc; c++)
+        if (c != wc->my_cluster && peers[c] > 0 && vol[c] / peers[c] > largest)
+            largest = vol[c] / peers[c];
+    int available = wm_rate_available() && largest > (double)st->small;
+    for (int c = 0; c < nc && rc == MPI_SUCCESS && available; c++) {
         if (c == wc->my_cluster || peers[c] == 0 || cluster_vol[c] <= 0)
             continue;
         double rho;
@@ -147,7 +157,7 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
                  wm_rate_mode_name(st->alltoall_rate));
     }
     int n_mine = wc->cluster_size[wc->my_cluster];
-    if (rc == MPI_SUCCESS && st->alltoall_rate == WM_RATE_AUTO && n_mine > 1 && st->nic_rate > 0) {
+    if (rc == MPI_SUCCESS && available && st->alltoall_rate == WM_RATE_AUTO && n_mine > 1 && st->nic_rate > 0) {
         double nic = st->nic_rate / 8, remote_in = (double)b * (nc - 1) / n_mine;
         double left = 0.9 * nic - remote_in;
         if (left < 0.1 * nic)

@@ -276,7 +276,9 @@ void ws_socket_duplicated(int oldfd, int newfd)
 
 /* ---- the public API (lib/include/wanshim.h) ---- */
 
-WS_EXPORT int wanshim_set_wan_rate(uint64_t bytes_per_s)
+/* Sets `*rate` and re-paces the sockets of `which` (REPACE_WAN or
+ * REPACE_LOCAL); the public setters are this with a name. */
+static int set_rate(uint64_t *rate, uint64_t bytes_per_s, int which, const char *what)
 {
     int saved = errno;
     enum ws_state state = ws_init();
@@ -285,13 +287,18 @@ WS_EXPORT int wanshim_set_wan_rate(uint64_t bytes_per_s)
         return -1;
     }
     pthread_mutex_lock(&lock);
-    __atomic_store_n(&wan_rate, bytes_per_s, __ATOMIC_RELAXED);
-    int n = repace(REPACE_WAN);
+    __atomic_store_n(rate, bytes_per_s, __ATOMIC_RELAXED);
+    int n = repace(which);
     pthread_mutex_unlock(&lock);
-    WS_DEBUG(1, "WAN rate %llu B/s%s: %d sockets re-paced", (unsigned long long)bytes_per_s,
+    WS_DEBUG(1, "%s rate %llu B/s%s: %d sockets re-paced", what, (unsigned long long)bytes_per_s,
              bytes_per_s ? "" : " (not paced)", n);
     errno = saved;
     return n;
+}
+
+WS_EXPORT int wanshim_set_wan_rate(uint64_t bytes_per_s)
+{
+    return set_rate(&wan_rate, bytes_per_s, REPACE_WAN, "WAN");
 }
 
 WS_EXPORT uint64_t wanshim_wan_rate(void)
@@ -360,20 +367,7 @@ WS_EXPORT int wanshim_wan_socket_count(void)
 
 WS_EXPORT int wanshim_set_local_rate(uint64_t bytes_per_s)
 {
-    int saved = errno;
-    enum ws_state state = ws_init();
-    if (state == WS_DISABLED) {
-        errno = ENOSYS;
-        return -1;
-    }
-    pthread_mutex_lock(&lock);
-    local_rate = bytes_per_s;
-    int n = repace(REPACE_LOCAL);
-    pthread_mutex_unlock(&lock);
-    WS_DEBUG(1, "local rate %llu B/s%s: %d sockets re-paced", (unsigned long long)bytes_per_s,
-             bytes_per_s ? "" : " (not paced)", n);
-    errno = saved;
-    return n;
+    return set_rate(&local_rate, bytes_per_s, REPACE_LOCAL, "local");
 }
 
 WS_EXPORT uint64_t wanshim_local_rate(void)
