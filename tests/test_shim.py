@@ -118,6 +118,17 @@ def test_sockets_inside_the_cluster_are_paced_only_on_request():
     assert calls["set_local_rate_0"] == "3"
 
 
+def test_one_peer_host_can_have_its_own_rate_and_give_it_back():
+    done = shimcheck("pacing", str(RATE))
+    found, calls = rates(done.stdout), api(done.stdout)
+    assert calls["set_peer_rate_c"] == "1"
+    assert found["peer", "to-c"] == (str(RATE // 3),) * 2
+    assert found["peer", "to-b"] == (str(RATE),) * 2             # other hosts keep theirs
+    assert calls["set_peer_rate_unix"] == "-1 EINVAL"
+    assert calls["set_peer_rate_c_back"] == "1"
+    assert found["peer-back", "to-c"] == (str(RATE),) * 2
+
+
 def test_duplicate_keeps_a_socket_tracked_after_the_original_closes():
     done = shimcheck("pacing", str(RATE))
     found, calls = rates(done.stdout), api(done.stdout)

@@ -25,6 +25,7 @@
 #define WANSHIM_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,6 +65,15 @@ int wanshim_set_local_rate(uint64_t bytes_per_s);
 /* The local rate now, bytes/s; 0: not paced. */
 uint64_t wanshim_local_rate(void);
 
+/* Paces the open sockets (WAN or local) whose peer is the IPv4 address of
+ * `peer` (AF_INET or v4-mapped AF_INET6; the port is ignored) at their own
+ * rate, over the rates above; WANSHIM_RATE_WAN removes that, and the sockets
+ * follow their cluster's (or the local) rate again. Sockets connected later
+ * do not inherit it. libwanmpi's all-to-all paces each destination by the
+ * volume it receives. Returns the number of sockets re-paced, or -1 with
+ * errno EINVAL (not an IPv4 address) or ENOSYS. */
+int wanshim_set_peer_rate(const struct sockaddr *peer, socklen_t len, uint64_t bytes_per_s);
+
 /* Number of open TCP sockets to other clusters that the shim tracks. */
 int wanshim_wan_socket_count(void);
 
@@ -81,6 +91,7 @@ typedef int wanshim_wan_socket_count_fn(void);
 typedef int wanshim_enabled_fn(void);
 typedef int wanshim_set_local_rate_fn(uint64_t);
 typedef uint64_t wanshim_local_rate_fn(void);
+typedef int wanshim_set_peer_rate_fn(const struct sockaddr *, socklen_t, uint64_t);
 #define WANSHIM_SET_WAN_RATE      "wanshim_set_wan_rate"
 #define WANSHIM_WAN_RATE          "wanshim_wan_rate"
 #define WANSHIM_SET_CLUSTER_RATE  "wanshim_set_cluster_rate"
@@ -89,6 +100,7 @@ typedef uint64_t wanshim_local_rate_fn(void);
 #define WANSHIM_ENABLED           "wanshim_enabled"
 #define WANSHIM_SET_LOCAL_RATE    "wanshim_set_local_rate"
 #define WANSHIM_LOCAL_RATE        "wanshim_local_rate"
+#define WANSHIM_SET_PEER_RATE     "wanshim_set_peer_rate"
 
 #ifdef __cplusplus
 }

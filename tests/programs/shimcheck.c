@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../../lib/include/wanshim.h"
@@ -119,6 +120,7 @@ struct api {
     wanshim_wan_socket_count_fn *count;
     wanshim_enabled_fn *enabled;
     wanshim_set_local_rate_fn *set_local_rate;
+    wanshim_set_peer_rate_fn *set_peer_rate;
 };
 
 static struct api find_api(void)
@@ -131,6 +133,7 @@ static struct api find_api(void)
         (wanshim_wan_socket_count_fn *)dlsym(RTLD_DEFAULT, WANSHIM_WAN_SOCKET_COUNT),
         (wanshim_enabled_fn *)dlsym(RTLD_DEFAULT, WANSHIM_ENABLED),
         (wanshim_set_local_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_LOCAL_RATE),
+        (wanshim_set_peer_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_PEER_RATE),
     };
 }
 
@@ -211,6 +214,18 @@ static int pacing(uint64_t rate)
         for (int i = 0; i < 8; i++)
             show("local", names[i], fd[i]);
         api_result("set_local_rate_0", api.set_local_rate(0));
+    }
+    /* one peer host on its own rate, then back */
+    if (api.set_peer_rate) {
+        struct sockaddr_in c3 = { .sin_family = AF_INET };
+        inet_pton(AF_INET, "127.0.0.3", &c3.sin_addr);
+        struct sockaddr_un notip = { .sun_family = AF_UNIX };
+        api_result("set_peer_rate_c", api.set_peer_rate((struct sockaddr *)&c3, sizeof c3, rate / 3));
+        for (int i = 0; i < 8; i++)
+            show("peer", names[i], fd[i]);
+        api_result("set_peer_rate_unix", api.set_peer_rate((struct sockaddr *)&notip, sizeof notip, 1000));
+        api_result("set_peer_rate_c_back", api.set_peer_rate((struct sockaddr *)&c3, sizeof c3, WANSHIM_RATE_WAN));
+        show("peer-back", names[2], fd[2]);
     }
     /* a duplicate keeps the socket tracked after the original is closed */
     fd[9] = dup(fd[2]);

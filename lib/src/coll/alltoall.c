@@ -12,7 +12,9 @@
  *          the WAN by the volumes the call really sends (alltoallv: summed over
  *          the cluster with one allreduce inside it), capped at a receiver's
  *          NIC rate / (ranks sending to it) so the flows into one receiver
- *          fit its switch port; and the sockets inside the cluster are paced
+ *          fit its switch port; then each destination host on its own at
+ *          0.95 B x v_me->host / V_cluster->c / d (pace_hosts), so that all
+ *          flows end together however uneven the blocks; and the sockets inside the cluster are paced
  *          to share what the WAN flows leave of a receiver's NIC:
  *          lambda = (0.9 NIC - B (C - 1) / n_mine) / (n_mine - 1), at least
  *          NIC / 10 / (n_mine - 1) (C clusters). Without this the local flows,
@@ -49,8 +51,56 @@ struct wm_pacing {
     int set;                    /* rates were changed: restore them */
     int local_set;
     uint64_t local_before;
+    uint32_t *hosts;            /* hosts paced on their own (auto), to restore */
+    int nhosts;
     const struct wm_comm *wc;
 };
+
+/* auto: each destination host at its share of B by the volume it gets from
+ * this rank, so that every flow of the cluster ends at the same time (a
+ * rate per cluster would leave the largest block of an alltoallv last, on
+ * an idle link). Hosts of several ranks: their volumes summed, shared by
+ * their sockets. `cluster_vol`: bytes the cluster sends to each cluster. */
+static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int ssize,
+                       const double *cluster_vol, double scale, double cap_per_byte)
+{
+    pc->hosts = malloc((size_t)wc->size * sizeof *pc->hosts);
+    double *vol = calloc((size_t)wc->size, sizeof *vol);
+    int *socks = calloc((size_t)wc->size, sizeof *socks), *cl = calloc((size_t)wc->size, sizeof *cl);
+    if (!pc->hosts || !vol || !socks || !cl) {
+        free(pc->hosts);
+        pc->hosts = NULL;
+        free(vol);
+        free(socks);
+        free(cl);
+        return;
+    }
+    int n = 0;
+    for (int p = 0; p < wc->size; p++) {
+        uint32_t a = wc->address_of[p];
+        if (wc->cluster_of[p] == wc->my_cluster || counts[p] <= 0 || !a)
+            continue;
+        int h = 0;
+        while (h < n && pc->hosts[h] != a)
+            h++;
+        if (h == n) {
+            pc->hosts[n++] = a;
+            cl[h] = wc->cluster_of[p];
+        }
+        vol[h] += (double)counts[p] * ssize;
+        socks[h]++;
+    }
+    for (int h = 0; h < n; h++) {
+        double rho = scale * vol[h] / cluster_vol[cl[h]] / socks[h];
+        if (cap_per_byte > 0 && rho > cap_per_byte * vol[h] / socks[h])
+            rho = cap_per_byte * vol[h] / socks[h];
+        wm_rate_set_peer(pc->hosts[h], rho < 1000 ? 1000 : (uint64_t)rho);
+    }
+    pc->nhosts = n;
+    free(vol);
+    free(socks);
+    free(cl);
+}
 
 /* Bytes this rank sends to each cluster, the number of its ranks it sends to,
  * into vol[nclusters], peers[nclusters]. */
@@ -73,6 +123,8 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
 {
     const struct wm_settings *st = wm_settings();
     pc->set = pc->local_set = 0;
+    pc->hosts = NULL;
+    pc->nhosts = 0;
     pc->wc = wc;
     uint64_t b = wm_rate_maxrate();
     /* Only settings shared by every rank decide here: the alltoallv volumes
@@ -156,6 +208,19 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
                  wm_cluster_name(wc->cluster_global[c]), (unsigned long long)r,
                  wm_rate_mode_name(st->alltoall_rate));
     }
+    if (rc == MPI_SUCCESS && available && st->alltoall_rate == WM_RATE_AUTO) {
+        /* the receiver cap of the per-cluster rate, per byte of a block */
+        double sent = 0;
+        int blocks = 0;
+        for (int c = 0; c < nc; c++)
+            if (c != wc->my_cluster) {
+                sent += vol[c];
+                blocks += peers[c];
+            }
+        double nic = st->nic_rate / 8;
+        double cap = nic > 0 && wc->size > 1 && sent > 0 ? nic / (wc->size - 1) / (sent / blocks) : 0;
+        pace_hosts(pc, wc, counts, ssize, cluster_vol, 0.95 * (double)b / st->matb_divisor, cap);
+    }
     int n_mine = wc->cluster_size[wc->my_cluster];
     if (rc == MPI_SUCCESS && available && st->alltoall_rate == WM_RATE_AUTO && n_mine > 1 && st->nic_rate > 0) {
         double nic = st->nic_rate / 8, remote_in = (double)b * (nc - 1) / n_mine;
@@ -176,6 +241,11 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
 
 static void unpace(struct wm_pacing *pc)
 {
+    for (int h = 0; h < pc->nhosts; h++)
+        wm_rate_set_peer(pc->hosts[h], UINT64_MAX);
+    free(pc->hosts);
+    pc->hosts = NULL;
+    pc->nhosts = 0;
     if (pc->local_set)
         wm_rate_set_local(pc->local_before);
     if (!pc->set)

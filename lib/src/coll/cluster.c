@@ -18,6 +18,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static char my_name[WM_CLUSTER_NAME_MAX];
 static int my_name_known;
+static uint32_t my_address;         /* network order: the address that matched the map; 0: unknown */
 
 static void set_name(const char *source, const char *name, size_t len)
 {
@@ -132,6 +133,7 @@ static void name_from_address_map(const char *spec)
                              WM_ENV_CLUSTER_MAP, spec, (int)found_len, found, (int)(eq - p), p);
                 found = p;
                 found_len = (size_t)(eq - p);
+                my_address = addr;
                 inet_ntop(AF_INET, &addr, found_addr, sizeof found_addr);
             }
             n = stop < end ? stop + 1 : end;
@@ -223,6 +225,7 @@ static void destroy(struct wm_comm *wc)
         free(wc->members[0]);
     free(wc->members);
     free(wc->cluster_global);
+    free(wc->address_of);
     free(wc);
 }
 
@@ -284,14 +287,25 @@ static int build(MPI_Comm comm, struct wm_comm *wc)
         wc->flat = 1;
         return MPI_SUCCESS;
     }
-    char (*names)[WM_CLUSTER_NAME_MAX] = checked_calloc((size_t)wc->size, sizeof *names);
-    char mine[WM_CLUSTER_NAME_MAX] = { 0 };
-    snprintf(mine, sizeof mine, "%s", process_cluster());
-    rc = PMPI_Allgather(mine, WM_CLUSTER_NAME_MAX, MPI_CHAR, names, WM_CLUSTER_NAME_MAX, MPI_CHAR, comm);
+    /* each rank's cluster name and address, in one exchange */
+    struct identity { char name[WM_CLUSTER_NAME_MAX]; uint32_t address; };
+    struct identity *who = checked_calloc((size_t)wc->size, sizeof *who), mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.name, sizeof mine.name, "%s", process_cluster());
+    mine.address = my_address;
+    rc = PMPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, who, (int)sizeof mine, MPI_BYTE, comm);
     if (rc != MPI_SUCCESS) {
-        free(names);
+        free(who);
         return rc;
     }
+    char (*names)[WM_CLUSTER_NAME_MAX] = checked_calloc((size_t)wc->size, sizeof *names);
+    wc->address_of = checked_calloc((size_t)wc->size, sizeof(uint32_t));
+    for (int r = 0; r < wc->size; r++) {
+        memcpy(names[r], who[r].name, WM_CLUSTER_NAME_MAX);
+        names[r][WM_CLUSTER_NAME_MAX - 1] = 0;
+        wc->address_of[r] = who[r].address;
+    }
+    free(who);
     wc->cluster_of = checked_calloc((size_t)wc->size, sizeof(int));
     wc->index_of = checked_calloc((size_t)wc->size, sizeof(int));
     wc->cluster_size = checked_calloc((size_t)wc->size, sizeof(int));

@@ -10,6 +10,7 @@
 #define WANMPI_CLUSTER_H
 
 #include <mpi.h>
+#include <stdint.h>
 
 #define WM_CLUSTER_NAME_MAX 64
 
@@ -27,6 +28,8 @@ struct wm_comm {
     int *cluster_size;         /* [nclusters] */
     int **members;             /* [nclusters][cluster_size] ranks of each cluster, ascending */
     int *cluster_global;       /* [nclusters] index in the job-wide cluster table (statistics) */
+    uint32_t *address_of;      /* [size] each rank's address in its cluster's network (IPv4,
+                                  network order; 0: unknown, e.g. clusters named by rank) */
     int lanes;                 /* k, WAN senders per cluster (WANMPI_LANES); 0: automatic */
     int tag_ub;
     struct wm_comm *next;      /* list of live entries (freed at MPI_Finalize) */

@@ -4,7 +4,9 @@
 #include "../../include/wanshim.h"
 
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <string.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static wanshim_set_wan_rate_fn *set_wan;
@@ -12,6 +14,7 @@ static wanshim_wan_rate_fn *get_wan;
 static wanshim_set_cluster_rate_fn *set_cluster;
 static wanshim_set_local_rate_fn *set_local;
 static wanshim_local_rate_fn *get_local;
+static wanshim_set_peer_rate_fn *set_peer;
 static int available;
 static uint64_t initial;
 static long changes;
@@ -24,7 +27,8 @@ static void resolve(void)
     set_cluster = (wanshim_set_cluster_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_CLUSTER_RATE);
     set_local = (wanshim_set_local_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_LOCAL_RATE);
     get_local = (wanshim_local_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_LOCAL_RATE);
-    available = enabled && set_wan && get_wan && set_cluster && set_local && get_local && enabled();
+    set_peer = (wanshim_set_peer_rate_fn *)dlsym(RTLD_DEFAULT, WANSHIM_SET_PEER_RATE);
+    available = enabled && set_wan && get_wan && set_cluster && set_local && get_local && set_peer && enabled();
     initial = available ? get_wan() : 0;
     wm_debug(1, "pacing: libwanshim %s, initial WAN rate %llu B/s", available ? "present" : "absent",
              (unsigned long long)initial);
@@ -84,6 +88,18 @@ int wm_rate_set_local(uint64_t bytes_per_s)
 uint64_t wm_rate_local(void)
 {
     return wm_rate_available() ? get_local() : 0;
+}
+
+int wm_rate_set_peer(uint32_t ipv4, uint64_t bytes_per_s)
+{
+    if (!wm_rate_available() || !ipv4)
+        return -1;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = ipv4;
+    changes++;
+    return set_peer((const struct sockaddr *)&sa, sizeof sa, bytes_per_s) < 0 ? -1 : 0;
 }
 
 long wm_rate_changes(void)

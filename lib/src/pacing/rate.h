@@ -32,6 +32,10 @@ int wm_rate_set_cluster(const char *cluster, uint64_t bytes_per_s);
 int wm_rate_set_local(uint64_t bytes_per_s);
 uint64_t wm_rate_local(void);
 
+/* Paces the sockets to the host with IPv4 address `ipv4` (network order) at
+ * their own rate; UINT64_MAX: back to their cluster's rate. Returns 0 or -1. */
+int wm_rate_set_peer(uint32_t ipv4, uint64_t bytes_per_s);
+
 /* Number of rate changes made by libwanmpi, for the statistics. */
 long wm_rate_changes(void);
 

@@ -194,21 +194,29 @@ int ws_clusters_load(const char *spec, const char *self_name)
     return 0;
 }
 
+int ws_ipv4(const struct sockaddr *sa, socklen_t len, uint32_t *addr)
+{
+    if (!sa || len < sizeof(sa_family_t))
+        return -1;
+    if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        *addr = ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (!IN6_IS_ADDR_V4MAPPED(a6))
+            return -1;
+        memcpy(addr, &a6->s6_addr[12], sizeof *addr);
+        return 0;
+    }
+    return -1;
+}
+
 int ws_peer_cluster(const struct sockaddr *sa, socklen_t len)
 {
     uint32_t addr;
-    if (!sa || len < sizeof(sa_family_t))
+    if (ws_ipv4(sa, len, &addr) != 0)
         return WS_PEER_UNMAPPED;
-    if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
-        addr = ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
-    } else if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        if (!IN6_IS_ADDR_V4MAPPED(a6))
-            return WS_PEER_UNMAPPED;
-        memcpy(&addr, &a6->s6_addr[12], sizeof addr);
-    } else {
-        return WS_PEER_UNMAPPED;
-    }
     int c = cluster_of(addr);
     if (c < 0)
         return WS_PEER_UNMAPPED;

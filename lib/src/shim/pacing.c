@@ -37,6 +37,8 @@ struct wan_socket {
     int cluster;            /* index of the other cluster; this process's own if local */
     unsigned char used;
     unsigned char local;    /* a socket inside this process's cluster */
+    uint32_t peer;          /* the peer's IPv4 address, network order (0: none) */
+    uint64_t own_rate;      /* set by wanshim_set_peer_rate; WANSHIM_RATE_WAN: none */
     unsigned char paced;    /* a cap was ever set (the kernel then keeps pacing it internally) */
 };
 
@@ -68,6 +70,8 @@ static uint64_t rate_for(int cluster)
 
 static uint64_t rate_of(const struct wan_socket *e)
 {
+    if (e->own_rate != WANSHIM_RATE_WAN)
+        return e->own_rate;
     return e->local ? local_rate : rate_for(e->cluster);
 }
 
@@ -198,8 +202,11 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
     __atomic_add_fetch(&used_count, 1, __ATOMIC_RELEASE);
     if (!local)
         wan_count++;
+    uint32_t peer_ip = 0;
+    ws_ipv4(peer, len, &peer_ip);
     *e = (struct wan_socket){ .dev = st.st_dev, .ino = st.st_ino, .cluster = cluster, .used = 1,
-                              .local = (unsigned char)local, .paced = (unsigned char)was_paced };
+                              .local = (unsigned char)local, .paced = (unsigned char)was_paced,
+                              .peer = peer_ip, .own_rate = WANSHIM_RATE_WAN };
     uint64_t rate = rate_of(e);
     int rc = apply(fd, rate);
     int err = errno;
@@ -368,6 +375,38 @@ WS_EXPORT int wanshim_wan_socket_count(void)
 WS_EXPORT int wanshim_set_local_rate(uint64_t bytes_per_s)
 {
     return set_rate(&local_rate, bytes_per_s, REPACE_LOCAL, "local");
+}
+
+WS_EXPORT int wanshim_set_peer_rate(const struct sockaddr *peer, socklen_t len, uint64_t bytes_per_s)
+{
+    int saved = errno;
+    uint32_t ip;
+    if (ws_init() == WS_DISABLED) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (ws_ipv4(peer, len, &ip) != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (int fd = 0; fd < table_size; fd++) {
+        struct wan_socket *e = &table[fd];
+        if (!e->used || e->peer != ip)
+            continue;
+        if (!same_socket(fd, e)) {
+            drop(fd);
+            continue;
+        }
+        e->own_rate = bytes_per_s;
+        if (apply(fd, rate_of(e)) == 0)
+            n++;
+    }
+    pthread_mutex_unlock(&lock);
+    WS_DEBUG(2, "rate of the sockets to one peer: %llu B/s, %d re-paced", (unsigned long long)bytes_per_s, n);
+    errno = saved;
+    return n;
 }
 
 WS_EXPORT uint64_t wanshim_local_rate(void)

@@ -46,6 +46,9 @@ const char *ws_format_address(const struct sockaddr *sa, socklen_t len, char *bu
 int ws_clusters_load(const char *spec, const char *self);
 #define WS_PEER_LOCAL (-1)          /* this process's cluster */
 #define WS_PEER_UNMAPPED (-2)       /* in no cluster's network (loopback, ...), or not IP */
+/* The IPv4 address (network order) of an AF_INET or v4-mapped AF_INET6
+ * address: 0, or -1 if it has none. */
+int ws_ipv4(const struct sockaddr *sa, socklen_t len, uint32_t *addr);
 /* The cluster of a peer address: an index of another cluster, or one of the above. */
 int ws_peer_cluster(const struct sockaddr *sa, socklen_t len);
 int ws_cluster_count(void);
