@@ -292,7 +292,7 @@ def check_exactly_wan_sockets_paced(report: dict, tally: dict, phase: str, rate:
 
 
 @pytest.mark.parametrize("mpi", MPIS)
-def test_mpi_jobs_pace_exactly_their_other_cluster_sockets(two_clusters, mpi):
+def test_mpi_jobs_on_the_testbed_pace_exactly_their_other_cluster_sockets(two_clusters, mpi):
     done = wanmpi("run", "--mpi", mpi, "-n", "8", "--map", "interleave", "--timeout", "120",
                   "-x", f"WANMPI_PACING_RATE={RATE}", program(mpi, "shimpaced"), "--rate", "4000000",
                   timeout=200)
@@ -304,7 +304,7 @@ def test_mpi_jobs_pace_exactly_their_other_cluster_sockets(two_clusters, mpi):
 
 
 @pytest.mark.parametrize("mpi", MPIS)
-def test_mpi_job_unpaced_by_default_until_the_api_sets_a_rate(two_clusters, mpi):
+def test_mpi_job_on_the_testbed_unpaced_by_default_until_the_api_sets_a_rate(two_clusters, mpi):
     done = wanmpi("run", "--mpi", mpi, "-n", "4", "--map", "a0,a1,b0,b1", "--timeout", "120",
                   program(mpi, "shimpaced"), "--rate", str(RATE), timeout=200)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -313,7 +313,7 @@ def test_mpi_job_unpaced_by_default_until_the_api_sets_a_rate(two_clusters, mpi)
     check_exactly_wan_sockets_paced(report, tally, "after", str(RATE), 4)
 
 
-def test_no_wanmpi_preloads_no_shim(two_clusters):
+def test_no_wanmpi_preloads_no_shim_on_the_testbed(two_clusters):
     done = wanmpi("run", "-n", "4", "--map", "a0,a1,b0,b1", "--no-wanmpi", "--timeout", "120",
                   "-x", f"WANMPI_PACING_RATE={RATE}", program("openmpi", "shimpaced"), timeout=200)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -322,7 +322,7 @@ def test_no_wanmpi_preloads_no_shim(two_clusters):
 
 
 @pytest.mark.parametrize("mpi", MPIS)
-def test_paced_wan_bandwidth_follows_the_rate(two_clusters, mpi):
+def test_paced_wan_bandwidth_on_the_testbed_follows_the_rate(two_clusters, mpi):
     """2.5 MB/s = 20 Mbit/s: the WAN peer's bandwidth drops to it (measured 19.6-19.7
     for both MPIs, 85-87 unpaced); the peer in the same cluster keeps its NIC rate."""
     done = wanmpi("run", "--mpi", mpi, "-n", "3", "--map", "a0,a1,b0", "--timeout", "120",
