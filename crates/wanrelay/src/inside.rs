@@ -1,0 +1,224 @@
+//! The inside listener: connections from the shim on member nodes.
+//!
+//! A connection is accepted only from a member address; its first 48 bytes
+//! must be a connect preamble (checked byte by byte as they arrive, within
+//! `inside.preamble_timeout`) whose source is the connection's own address.
+//! The relay then opens a stream on the trunk chosen for the destination
+//! host, and splices (see [`crate::stream`]); bytes the shim sent after the
+//! preamble go first. Every refusal is a 4-byte reply with the reason,
+//! then a normal close.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::{debug, info, warn};
+use wanproto::{Decoded, OpenError, Preamble, Reason, Reply};
+
+use crate::reason_label;
+use crate::relay::Relay;
+use crate::stream;
+use crate::trunk::StreamShared;
+
+/// Bytes read with the preamble at most (the rest of a first read is
+/// early data, forwarded first).
+const FIRST_READ: usize = 64 * 1024;
+
+/// Accepts inside connections until the task is dropped.
+pub async fn accept_loop(relay: Arc<Relay>, listener: TcpListener) {
+    loop {
+        let (sock, remote) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and the like: back off instead of spinning.
+                relay
+                    .metrics
+                    .inc("wanrelay_errors_total", &[("kind", "inside_accept")]);
+                warn!(error = %e, "inside accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = sock.set_nodelay(true);
+        relay.metrics.inc("wanrelay_inside_connections_total", &[]);
+        match relay.inside_permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(handle(relay.clone(), sock, remote, permit));
+            }
+            Err(_) => {
+                let r = relay.clone();
+                tokio::spawn(async move {
+                    refuse(
+                        &r,
+                        sock,
+                        remote,
+                        Reason::Overloaded,
+                        "too many inside connections (inside.max_connections)",
+                    )
+                    .await
+                });
+            }
+        }
+    }
+}
+
+async fn refuse(relay: &Relay, mut sock: TcpStream, remote: SocketAddr, reason: Reason, why: &str) {
+    relay.metrics.inc(
+        "wanrelay_inside_refused_total",
+        &[("reason", reason_label(reason))],
+    );
+    match reason {
+        Reason::NoRoute | Reason::Overloaded | Reason::ShuttingDown => {
+            info!(%remote, reason = reason_label(reason), why, "inside connection refused")
+        }
+        _ => warn!(%remote, reason = reason_label(reason), why, "inside connection refused"),
+    }
+    let write = async {
+        sock.write_all(&Reply::Refused(reason).encode()).await?;
+        sock.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+}
+
+async fn handle(
+    relay: Arc<Relay>,
+    mut sock: TcpStream,
+    remote: SocketAddr,
+    _permit: OwnedSemaphorePermit,
+) {
+    let peer_ip = remote.ip().to_canonical();
+    if !relay.config.members.contains(peer_ip) {
+        return refuse(
+            &relay,
+            sock,
+            remote,
+            Reason::SourceMismatch,
+            "connection from an address that is not a member node",
+        )
+        .await;
+    }
+    if relay.is_shutting_down() {
+        return refuse(
+            &relay,
+            sock,
+            remote,
+            Reason::ShuttingDown,
+            "relay shutting down",
+        )
+        .await;
+    }
+    let mut buf = vec![0u8; FIRST_READ];
+    let mut len = 0;
+    type Outcome = Result<(Preamble, usize), Option<wanproto::PreambleError>>;
+    let read = async {
+        loop {
+            let n = sock.read(&mut buf[len..]).await?;
+            if n == 0 {
+                return Ok::<Outcome, std::io::Error>(Err(None));
+            }
+            len += n;
+            match Preamble::decode_connect(&buf[..len]) {
+                Ok(Decoded::Complete(p, used)) => return Ok(Ok((p, used))),
+                Ok(Decoded::NeedMore(_)) => {}
+                Err(e) => return Ok(Err(Some(e))),
+            }
+        }
+    };
+    let (preamble, used) = match tokio::time::timeout(relay.config.preamble_timeout, read).await {
+        Err(_) => {
+            return refuse(
+                &relay,
+                sock,
+                remote,
+                Reason::Protocol,
+                "no complete preamble within inside.preamble_timeout",
+            )
+            .await
+        }
+        Ok(Err(e)) => {
+            debug!(%remote, error = %e, "inside connection failed before its preamble");
+            return;
+        }
+        Ok(Ok(Err(None))) => {
+            relay.metrics.inc(
+                "wanrelay_inside_refused_total",
+                &[("reason", "closed_early")],
+            );
+            debug!(%remote, "inside connection closed before its preamble");
+            return;
+        }
+        Ok(Ok(Err(Some(e)))) => {
+            let why = format!("malformed preamble: {e}");
+            return refuse(&relay, sock, remote, e.reason(), &why).await;
+        }
+        Ok(Ok(Ok(x))) => x,
+    };
+    let source = preamble.source;
+    let destination = preamble.destination;
+    if source.ip().to_canonical() != peer_ip {
+        let why = format!("preamble source {source} is not the connection's address {peer_ip}");
+        return refuse(&relay, sock, remote, Reason::SourceMismatch, &why).await;
+    }
+    let routes = relay.route(destination.ip());
+    if routes.is_empty() {
+        let why = format!("no peer relay serves {destination}");
+        return refuse(&relay, sock, remote, Reason::NoRoute, &why).await;
+    }
+    let mut excluded = Vec::new();
+    let mut overloaded = false;
+    let opened = loop {
+        let Some(i) = relay.select(&routes, destination.ip(), &excluded) else {
+            break None;
+        };
+        let (key, trunk) = &routes[i];
+        let mut g = trunk.lock();
+        match g.conn.open_stream(destination, source) {
+            Ok(id) => {
+                let shared = Arc::new(StreamShared::default());
+                g.streams.insert(id, shared.clone());
+                trunk.dispatch(&mut g);
+                break Some((trunk.clone(), id, shared));
+            }
+            Err(e) => {
+                overloaded |= matches!(e, OpenError::StreamLimit(_) | OpenError::IdsExhausted);
+                drop(g);
+                debug!(trunk = trunk.id, error = %e, "trunk cannot open a stream: trying another");
+                excluded.push(*key);
+            }
+        }
+    };
+    let Some((trunk, id, shared)) = opened else {
+        let (reason, why) = if relay.is_shutting_down() {
+            (Reason::ShuttingDown, "relay shutting down")
+        } else if overloaded {
+            (
+                Reason::Overloaded,
+                "every trunk to the destination is at its stream limit",
+            )
+        } else {
+            (
+                Reason::NoRoute,
+                "no trunk to the destination's cluster is up",
+            )
+        };
+        let why = format!("{why} ({destination})");
+        return refuse(&relay, sock, remote, reason, &why).await;
+    };
+    trunk.tx.notify_one();
+    let slot = trunk.slot_label();
+    relay.metrics.inc(
+        "wanrelay_streams_opened_total",
+        &[
+            ("peer", trunk.peer_name()),
+            ("trunk", &slot),
+            ("side", "out"),
+        ],
+    );
+    debug!(trunk = trunk.id, stream = id, %source, %destination, early = len - used, "stream opened");
+    buf.truncate(len);
+    buf.drain(..used);
+    stream::splice(trunk, id, shared, sock, true, buf).await;
+}

@@ -1,0 +1,183 @@
+//! Counters and the Prometheus text endpoint.
+//!
+//! Counters live in a registry keyed by name and labels; hot paths fetch
+//! the `Arc<AtomicU64>` of their counter once (per stream or trunk) and add
+//! to it without locking. Gauges (trunks up, live streams, RTT) are read
+//! from the trunks when the endpoint is scraped.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tracing::debug;
+
+/// Name, help and type of every metric the relay exposes.
+pub const METRICS: &[(&str, &str, &str)] = &[
+    ("wanrelay_inside_connections_total", "counter", "Inside (shim) connections accepted by the listener."),
+    ("wanrelay_inside_refused_total", "counter", "Inside connections refused before a stream was opened, by reason."),
+    ("wanrelay_inside_active", "gauge", "Inside connections open now."),
+    ("wanrelay_streams_opened_total", "counter", "Streams opened, by peer, trunk and side (out: opened by this relay for a shim; in: opened by the peer)."),
+    ("wanrelay_streams_refused_total", "counter", "Streams refused, by peer, side and reason (out: the far relay refused; in: this relay refused the peer's OPEN)."),
+    ("wanrelay_streams_reset_total", "counter", "Streams that ended by a reset after being accepted, by peer, trunk and who reset (local endpoint, peer, trunk lost)."),
+    ("wanrelay_streams_closed_total", "counter", "Streams that ended gracefully (both directions finished), by peer and trunk."),
+    ("wanrelay_stream_bytes_total", "counter", "Stream payload bytes, by peer, trunk and direction (to_wan: read from a local socket; from_wan: written to a local socket)."),
+    ("wanrelay_trunk_bytes_total", "counter", "Bytes on trunk sockets (frames included), by peer, trunk and direction."),
+    ("wanrelay_trunk_connects_total", "counter", "Trunk connections that authenticated, by peer and trunk."),
+    ("wanrelay_trunk_closes_total", "counter", "Trunk connections that closed, by peer, trunk and reason."),
+    ("wanrelay_trunk_dial_failures_total", "counter", "Failed TCP connects to a peer relay, by peer."),
+    ("wanrelay_trunk_refused_total", "counter", "Trunk connections refused during or after the handshake, by reason (auth: wrong key; unknown_peer; wrong_cluster; protocol; timeout; limit)."),
+    ("wanrelay_trunk_up", "gauge", "1 if the trunk is authenticated and open, by peer and trunk."),
+    ("wanrelay_trunk_streams", "gauge", "Streams live on the trunk now."),
+    ("wanrelay_trunk_rtt_seconds", "gauge", "Last round-trip time measured with PING on the trunk."),
+    ("wanrelay_trunk_send_buffered_bytes", "gauge", "Stream bytes written to the trunk and not yet sent."),
+    ("wanrelay_errors_total", "counter", "Internal errors by kind (accept failures and the like)."),
+];
+
+/// Labels as (key, value) pairs.
+pub type Labels<'a> = &'a [(&'a str, &'a str)];
+
+/// The counter registry.
+#[derive(Default)]
+pub struct Registry {
+    counters: Mutex<BTreeMap<(String, String), Arc<AtomicU64>>>,
+}
+
+fn render_labels(labels: Labels<'_>) -> String {
+    let mut s = String::new();
+    for (i, (k, v)) in labels.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        let v = v
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let _ = write!(s, "{k}=\"{v}\"");
+    }
+    s
+}
+
+impl Registry {
+    /// The counter `name{labels}`, created at 0 on first use.
+    pub fn counter(&self, name: &str, labels: Labels<'_>) -> Arc<AtomicU64> {
+        let key = (name.to_owned(), render_labels(labels));
+        let mut m = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(key).or_default().clone()
+    }
+
+    /// Adds 1 to `name{labels}`.
+    pub fn inc(&self, name: &str, labels: Labels<'_>) {
+        self.counter(name, labels).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Renders every counter plus `gauges` (name, labels, value) in the
+    /// Prometheus text format.
+    pub fn render(&self, gauges: &[(String, String, f64)]) -> String {
+        let mut lines: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        let m = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        for ((name, labels), v) in m.iter() {
+            lines.entry(name.as_str()).or_default().push(sample(
+                name,
+                labels,
+                v.load(Ordering::Relaxed) as f64,
+            ));
+        }
+        for (name, labels, v) in gauges {
+            lines
+                .entry(name.as_str())
+                .or_default()
+                .push(sample(name, labels, *v));
+        }
+        let mut out = String::new();
+        for (name, kind, help) in METRICS {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            if let Some(l) = lines.get(name) {
+                for s in l {
+                    out.push_str(s);
+                }
+            }
+        }
+        out
+    }
+}
+
+fn sample(name: &str, labels: &str, v: f64) -> String {
+    if labels.is_empty() {
+        format!("{name} {v}\n")
+    } else {
+        format!("{name}{{{labels}}} {v}\n")
+    }
+}
+
+/// A gauge sample for [`Registry::render`].
+pub fn gauge(name: &str, labels: Labels<'_>, v: f64) -> (String, String, f64) {
+    (name.to_owned(), render_labels(labels), v)
+}
+
+/// Serves `GET /metrics` (and `/`) on `listener` with the text `body()`
+/// returns, until the task is dropped. One small request per connection;
+/// anything else gets 404, a slow or large request is dropped.
+pub async fn serve<F>(listener: TcpListener, body: F)
+where
+    F: Fn() -> String + Send + Sync + 'static,
+{
+    let body = Arc::new(body);
+    loop {
+        let Ok((sock, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let body = body.clone();
+        tokio::spawn(async move {
+            if let Err(e) = answer(sock, &*body).await {
+                debug!(error = %e, "metrics request failed");
+            }
+        });
+    }
+}
+
+async fn answer(
+    mut sock: TcpStream,
+    body: &(dyn Fn() -> String + Send + Sync),
+) -> std::io::Result<()> {
+    let mut req = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    let read = async {
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") && !req.windows(2).any(|w| w == b"\n\n") {
+            let n = sock.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            req.extend_from_slice(&buf[..n]);
+            if req.len() > 8192 {
+                return Err(std::io::Error::other("request too large"));
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(2), read)
+        .await
+        .map_err(|_| std::io::Error::other("request timed out"))??;
+    let line = req.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, text) = if method == "GET" && (path == "/metrics" || path == "/") {
+        ("200 OK", body())
+    } else {
+        ("404 Not Found", "not found: GET /metrics\n".to_owned())
+    };
+    let head = format!(
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        text.len()
+    );
+    sock.write_all(head.as_bytes()).await?;
+    sock.write_all(text.as_bytes()).await?;
+    sock.shutdown().await
+}

@@ -1,0 +1,381 @@
+//! Splicing a local TCP connection with a trunk stream, both ways.
+//!
+//! Each direction is a small state machine in the manner of tokio's
+//! `copy_bidirectional` (running, then finished with a half-close), and the
+//! two run side by side:
+//!
+//! * **to the WAN**: read the socket, `write` to the stream (what does not
+//!   fit waits for `StreamWritable`: the socket is not read meanwhile, which
+//!   is the backpressure); EOF becomes `finish` (FIN);
+//! * **from the WAN**: `read` the stream, write to the socket (the stream is
+//!   not read while the socket is full, so its credit is not returned: the
+//!   peer's sender stops); the stream's FIN becomes `shutdown(SHUT_WR)`.
+//!
+//! The connection ends when both directions have finished (graceful), or
+//! at once on a reset from either side: a local socket error resets the
+//! stream (`ConnectionReset`); a stream reset or a lost trunk resets the
+//! socket (`SO_LINGER` 0, so the application sees `ECONNRESET`). For a
+//! shim connection (`reply`), the 4-byte reply goes first: ok once the far
+//! relay accepted, or the refusal's reason and a normal close.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tracing::{debug, info};
+use wanproto::{Preamble, ReadOutcome, Reason, Reply, StreamId};
+
+use crate::reason_label;
+use crate::trunk::{StreamShared, Trunk};
+
+/// Buffer of each direction.
+const CHUNK: usize = 64 * 1024;
+
+enum Abort {
+    /// The local socket failed (or was reset by its endpoint).
+    Local(std::io::Error),
+    /// The stream was reset by the peer or lost with its trunk.
+    Ended,
+}
+
+/// Byte counters of the trunk slot a stream runs on.
+struct Counters {
+    to_wan: Arc<AtomicU64>,
+    from_wan: Arc<AtomicU64>,
+}
+
+fn counters(trunk: &Trunk) -> Counters {
+    let slot = trunk.slot_label();
+    let c = |d| {
+        trunk.relay.metrics.counter(
+            "wanrelay_stream_bytes_total",
+            &[
+                ("peer", trunk.peer_name()),
+                ("trunk", &slot),
+                ("direction", d),
+            ],
+        )
+    };
+    Counters {
+        to_wan: c("to_wan"),
+        from_wan: c("from_wan"),
+    }
+}
+
+/// Splices `sock` with stream `id` until both directions end or either
+/// side resets. `reply`: `sock` is a shim connection awaiting the reply;
+/// `initial`: bytes already read from `sock` (after the preamble).
+pub async fn splice(
+    trunk: Arc<Trunk>,
+    id: StreamId,
+    shared: Arc<StreamShared>,
+    mut sock: TcpStream,
+    reply: bool,
+    initial: Vec<u8>,
+) {
+    let started = Instant::now();
+    let c = counters(&trunk);
+    let sent = AtomicU64::new(0);
+    let received = AtomicU64::new(0);
+    let outcome = {
+        let (mut rd, mut wr) = sock.split();
+        let up = to_wan(&trunk, id, &shared, &mut rd, initial, &c.to_wan, &sent);
+        let down = from_wan(&trunk, id, &shared, &mut wr, reply, &c.from_wan, &received);
+        tokio::pin!(up, down);
+        let (mut up_done, mut down_done) = (false, false);
+        loop {
+            if up_done && down_done {
+                break Ok(());
+            }
+            tokio::select! {
+                r = &mut up, if !up_done => match r {
+                    Ok(()) => up_done = true,
+                    Err(a) => break Err(a),
+                },
+                r = &mut down, if !down_done => match r {
+                    Ok(()) => down_done = true,
+                    Err(a) => break Err(a),
+                },
+                _ = shared.ended.notified() => {
+                    if shared.reset_reason().is_some() {
+                        break Err(Abort::Ended);
+                    }
+                }
+            }
+        }
+    };
+    let relay = &trunk.relay;
+    let slot = trunk.slot_label();
+    let peer = trunk.peer_name();
+    let (sent, received) = (sent.into_inner(), received.into_inner());
+    match outcome {
+        Ok(()) => {
+            relay.metrics.inc(
+                "wanrelay_streams_closed_total",
+                &[("peer", peer), ("trunk", &slot)],
+            );
+            debug!(
+                trunk = trunk.id,
+                stream = id,
+                sent,
+                received,
+                secs = started.elapsed().as_secs_f64(),
+                "stream closed"
+            );
+        }
+        Err(Abort::Local(e)) => {
+            {
+                let mut g = trunk.lock();
+                let _ = g.conn.reset_stream(id, Reason::ConnectionReset);
+                g.streams.remove(&id);
+                trunk.dispatch(&mut g);
+            }
+            trunk.tx.notify_one();
+            let _ = sock.set_zero_linger();
+            relay.metrics.inc(
+                "wanrelay_streams_reset_total",
+                &[("peer", peer), ("trunk", &slot), ("by", "local")],
+            );
+            debug!(trunk = trunk.id, stream = id, error = %e, sent, received, "local socket failed: stream reset");
+        }
+        Err(Abort::Ended) => {
+            let reason = shared.reset_reason().unwrap_or(Reason::TrunkLost);
+            if reply && !shared.accepted.load(Ordering::Acquire) {
+                // A refusal: the shim gets the reason and a normal close.
+                relay.metrics.inc(
+                    "wanrelay_streams_refused_total",
+                    &[
+                        ("peer", peer),
+                        ("side", "out"),
+                        ("reason", reason_label(reason)),
+                    ],
+                );
+                info!(
+                    trunk = trunk.id,
+                    stream = id,
+                    reason = reason_label(reason),
+                    "stream refused by the far side"
+                );
+                let write = async {
+                    sock.write_all(&Reply::Refused(reason).encode()).await?;
+                    sock.shutdown().await
+                };
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+            } else {
+                let by = if reason == Reason::TrunkLost {
+                    "trunk_lost"
+                } else {
+                    "peer"
+                };
+                relay.metrics.inc(
+                    "wanrelay_streams_reset_total",
+                    &[("peer", peer), ("trunk", &slot), ("by", by)],
+                );
+                debug!(
+                    trunk = trunk.id,
+                    stream = id,
+                    reason = reason_label(reason),
+                    sent,
+                    received,
+                    "stream reset: resetting the local connection"
+                );
+                let _ = sock.set_zero_linger();
+            }
+        }
+    }
+    trunk.lock().streams.remove(&id);
+    drop(sock);
+}
+
+async fn to_wan(
+    trunk: &Arc<Trunk>,
+    id: StreamId,
+    shared: &StreamShared,
+    rd: &mut tokio::net::tcp::ReadHalf<'_>,
+    initial: Vec<u8>,
+    counter: &AtomicU64,
+    total: &AtomicU64,
+) -> Result<(), Abort> {
+    let mut buf = initial;
+    let mut n = buf.len();
+    counter.fetch_add(n as u64, Ordering::Relaxed);
+    total.fetch_add(n as u64, Ordering::Relaxed);
+    buf.resize(CHUNK.max(n), 0);
+    loop {
+        let mut pos = 0;
+        while pos < n {
+            let took = {
+                let mut g = trunk.lock();
+                let r = g.conn.write(id, &buf[pos..n]);
+                trunk.dispatch(&mut g);
+                r
+            };
+            match took {
+                Ok(0) => shared.writable.notified().await,
+                Ok(k) => {
+                    pos += k;
+                    trunk.tx.notify_one();
+                }
+                Err(_) => return Err(Abort::Ended),
+            }
+        }
+        n = match rd.read(&mut buf[..CHUNK]).await {
+            Ok(0) => {
+                let r = {
+                    let mut g = trunk.lock();
+                    let r = g.conn.finish(id);
+                    trunk.dispatch(&mut g);
+                    r
+                };
+                trunk.tx.notify_one();
+                return r.map_err(|_| Abort::Ended);
+            }
+            Ok(n) => n,
+            Err(e) => return Err(Abort::Local(e)),
+        };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+        total.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+async fn from_wan(
+    trunk: &Arc<Trunk>,
+    id: StreamId,
+    shared: &StreamShared,
+    wr: &mut tokio::net::tcp::WriteHalf<'_>,
+    reply: bool,
+    counter: &AtomicU64,
+    total: &AtomicU64,
+) -> Result<(), Abort> {
+    if reply {
+        while !shared.accepted.load(Ordering::Acquire) {
+            if shared.reset_reason().is_some() {
+                return Err(Abort::Ended);
+            }
+            shared.readable.notified().await;
+        }
+        wr.write_all(&Reply::Ok.encode())
+            .await
+            .map_err(Abort::Local)?;
+    }
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let r = {
+            let mut g = trunk.lock();
+            let r = g.conn.read(id, &mut buf);
+            trunk.dispatch(&mut g);
+            r
+        };
+        match r {
+            Ok(ReadOutcome::Data(n)) => {
+                trunk.tx.notify_one();
+                wr.write_all(&buf[..n]).await.map_err(Abort::Local)?;
+                counter.fetch_add(n as u64, Ordering::Relaxed);
+                total.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Ok(ReadOutcome::Blocked) => shared.readable.notified().await,
+            Ok(ReadOutcome::Finished) => {
+                wr.shutdown().await.map_err(Abort::Local)?;
+                return Ok(());
+            }
+            Err(_) => return Err(Abort::Ended),
+        }
+    }
+}
+
+/// The far side of a stream the peer opened to `destination` (a member
+/// node, checked by the caller): connect, write the delivery preamble,
+/// accept the stream, splice. A failure resets the stream with its reason.
+pub async fn deliver(
+    trunk: Arc<Trunk>,
+    id: StreamId,
+    shared: Arc<StreamShared>,
+    destination: SocketAddr,
+    source: SocketAddr,
+) {
+    let relay = trunk.relay.clone();
+    let connect = async {
+        let sock = connect_node(destination, relay.config.inside_bind).await?;
+        let _ = sock.set_nodelay(true);
+        let mut sock = sock;
+        sock.write_all(&Preamble::deliver(destination, source).encode())
+            .await?;
+        Ok::<TcpStream, std::io::Error>(sock)
+    };
+    let result = tokio::select! {
+        r = tokio::time::timeout(relay.config.node_connect_timeout, connect) => r,
+        _ = shared.ended.notified() => {
+            debug!(trunk = trunk.id, stream = id, "stream reset while connecting");
+            trunk.lock().streams.remove(&id);
+            return;
+        }
+    };
+    let refuse = |reason: Reason, why: String| {
+        {
+            let mut g = trunk.lock();
+            let _ = g.conn.reset_stream(id, reason);
+            g.streams.remove(&id);
+            trunk.dispatch(&mut g);
+        }
+        trunk.tx.notify_one();
+        relay.metrics.inc(
+            "wanrelay_streams_refused_total",
+            &[
+                ("peer", trunk.peer_name()),
+                ("side", "in"),
+                ("reason", reason_label(reason)),
+            ],
+        );
+        info!(trunk = trunk.id, stream = id, %destination, %source, reason = reason_label(reason), why,
+              "cannot connect to the destination: stream refused");
+    };
+    let sock = match result {
+        Err(_) => return refuse(Reason::TimedOut, "connect timed out".into()),
+        Ok(Err(e)) => return refuse(connect_reason(&e), e.to_string()),
+        Ok(Ok(s)) => s,
+    };
+    let accepted = {
+        let mut g = trunk.lock();
+        let r = g.conn.accept_stream(id);
+        trunk.dispatch(&mut g);
+        r
+    };
+    trunk.tx.notify_one();
+    if accepted.is_err() {
+        // Reset or trunk lost while connecting.
+        let _ = sock.set_zero_linger();
+        trunk.lock().streams.remove(&id);
+        return;
+    }
+    debug!(trunk = trunk.id, stream = id, %destination, %source, "connected to the destination");
+    splice(trunk, id, shared, sock, false, Vec::new()).await;
+}
+
+async fn connect_node(addr: SocketAddr, bind: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let sock = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(ip) = bind {
+        if ip.is_ipv4() == addr.is_ipv4() {
+            sock.bind(SocketAddr::new(ip, 0))?;
+        }
+    }
+    sock.connect(addr).await
+}
+
+/// The reason code for a failed connect to a member node.
+fn connect_reason(e: &std::io::Error) -> Reason {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::ConnectionRefused => Reason::Refused,
+        K::TimedOut => Reason::TimedOut,
+        K::HostUnreachable | K::NetworkUnreachable | K::AddrNotAvailable => Reason::Unreachable,
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => Reason::ConnectionReset,
+        _ => Reason::Unreachable,
+    }
+}

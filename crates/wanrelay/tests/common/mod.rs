@@ -1,0 +1,411 @@
+//! Two relays on loopback, as child processes, with "member nodes" on
+//! 127.0.1.x (cluster a) and 127.0.2.x (cluster b): all of 127.0.0.0/8 is
+//! loopback on Linux, so no network namespace is needed.
+#![allow(dead_code)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use wanproto::{Decoded, Preamble, Reply};
+
+pub const KEY_A: &str = "correct horse battery staple 0123456789";
+pub const KEY_WRONG: &str = "not the key the other relay has 98765";
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+pub fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// A free port on `ip` (bound and released).
+pub fn free_port(ip: IpAddr) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn scratch_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "wanrelay-test-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn write_key(dir: &Path, name: &str, key: &str, mode: u32) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("{key}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
+pub struct RelayProc {
+    pub name: String,
+    pub child: Option<Child>,
+    pub inside: SocketAddr,
+    pub outside: SocketAddr,
+    pub metrics: SocketAddr,
+    pub log: PathBuf,
+    pub config: PathBuf,
+}
+
+impl RelayProc {
+    pub fn start(
+        dir: &Path,
+        name: &str,
+        config: &str,
+        inside: SocketAddr,
+        outside: SocketAddr,
+        metrics: SocketAddr,
+    ) -> RelayProc {
+        let cpath = dir.join(format!("{name}.toml"));
+        std::fs::write(&cpath, config).unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_wanrelay"))
+            .arg("--config")
+            .arg(&cpath)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        RelayProc {
+            name: name.into(),
+            child: Some(child),
+            inside,
+            outside,
+            metrics,
+            log,
+            config: cpath,
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Waits for the process to exit (at most `limit`).
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let t0 = Instant::now();
+        let child = self.child.as_mut().unwrap();
+        while t0.elapsed() < limit {
+            if let Some(s) = child.try_wait().unwrap() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub async fn scrape(&self) -> String {
+        scrape(self.metrics).await
+    }
+
+    /// Waits until `line` appears in the metrics page.
+    pub async fn wait_metric(&self, line: &str, limit: Duration) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if self.scrape().await.lines().any(|l| l == line) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    pub async fn wait_log(&self, needle: &str, limit: Duration) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if self.log_text().contains(needle) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+}
+
+impl Drop for RelayProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub async fn scrape(addr: SocketAddr) -> String {
+    let Ok(mut s) = TcpStream::connect(addr).await else {
+        return String::new();
+    };
+    let _ = s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default()
+}
+
+/// The value of a metric line `name{labels}` (exact series), if present.
+pub fn metric(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+pub struct WorldOptions {
+    pub key_b: &'static str,
+    /// What relay a believes b0 serves.
+    pub a_reachable_b: &'static str,
+    pub trunks: usize,
+    pub pacing_rate: Option<&'static str>,
+    pub extra_a: &'static str,
+    pub start_b: bool,
+}
+
+impl Default for WorldOptions {
+    fn default() -> Self {
+        WorldOptions {
+            key_b: KEY_A,
+            a_reachable_b: "127.0.2.0/24",
+            trunks: 1,
+            pacing_rate: None,
+            extra_a: "",
+            start_b: true,
+        }
+    }
+}
+
+/// Relay a0 (cluster a, members 127.0.1.0/24) dials relay b0 (cluster b,
+/// members 127.0.2.0/24).
+pub struct World {
+    pub dir: PathBuf,
+    pub a: RelayProc,
+    pub b: Option<RelayProc>,
+    pub b_config: String,
+    pub b_addrs: (SocketAddr, SocketAddr, SocketAddr),
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn relay_config(
+    name: &str,
+    cluster: &str,
+    key: &Path,
+    inside: SocketAddr,
+    members: &str,
+    outside: Option<SocketAddr>,
+    metrics: SocketAddr,
+    peer: &str,
+) -> String {
+    let outside = outside.map_or(String::new(), |o| {
+        format!("[outside]\nlisten = [\"{o}\"]\n")
+    });
+    format!(
+        "name = \"{name}\"\ncluster = \"{cluster}\"\nkey_file = \"{}\"\nlog_level = \"info\"\nshutdown_grace = \"2s\"\n\n\
+         [inside]\nlisten = [\"{inside}\"]\nmembers = [\"{members}\"]\nconnect_timeout = \"2s\"\npreamble_timeout = \"2s\"\n\n\
+         {outside}\n[metrics]\nlisten = \"{metrics}\"\n\n{peer}",
+        key.display()
+    )
+}
+
+pub fn world(o: WorldOptions) -> World {
+    let dir = scratch_dir();
+    let key_a = write_key(&dir, "a.key", KEY_A, 0o600);
+    let key_b = write_key(&dir, "b.key", o.key_b, 0o600);
+    let a_inside = SocketAddr::new(ip("127.0.1.254"), free_port(ip("127.0.1.254")));
+    let a_outside = SocketAddr::new(ip("127.0.0.11"), free_port(ip("127.0.0.11")));
+    let a_metrics = SocketAddr::new(ip("127.0.0.1"), free_port(ip("127.0.0.1")));
+    let b_inside = SocketAddr::new(ip("127.0.2.254"), free_port(ip("127.0.2.254")));
+    let b_outside = SocketAddr::new(ip("127.0.0.12"), free_port(ip("127.0.0.12")));
+    let b_metrics = SocketAddr::new(ip("127.0.0.1"), free_port(ip("127.0.0.1")));
+    let pacing = o
+        .pacing_rate
+        .map_or(String::new(), |r| format!("pacing_rate = \"{r}\"\n"));
+    let peer_b = format!(
+        "[[peer]]\nname = \"b0\"\ncluster = \"b\"\naddresses = [\"{b_outside}\"]\nreachable = [\"{}\"]\ntrunks = {}\n{pacing}\n{}",
+        o.a_reachable_b, o.trunks, o.extra_a
+    );
+    let peer_a = format!(
+        "[[peer]]\nname = \"a0\"\ncluster = \"a\"\nreachable = [\"127.0.1.0/24\"]\ntrunks = {}\n{pacing}",
+        o.trunks
+    );
+    let ca = relay_config(
+        "a0",
+        "a",
+        &key_a,
+        a_inside,
+        "127.0.1.0/24",
+        None,
+        a_metrics,
+        &peer_b,
+    );
+    let cb = relay_config(
+        "b0",
+        "b",
+        &key_b,
+        b_inside,
+        "127.0.2.0/24",
+        Some(b_outside),
+        b_metrics,
+        &peer_a,
+    );
+    let a = RelayProc::start(&dir, "a0", &ca, a_inside, a_outside, a_metrics);
+    let b = o
+        .start_b
+        .then(|| RelayProc::start(&dir, "b0", &cb, b_inside, b_outside, b_metrics));
+    World {
+        dir,
+        a,
+        b,
+        b_config: cb,
+        b_addrs: (b_inside, b_outside, b_metrics),
+    }
+}
+
+impl World {
+    pub fn b(&self) -> &RelayProc {
+        self.b.as_ref().unwrap()
+    }
+
+    /// Waits until relay a has `n` trunks up to b0.
+    pub async fn wait_trunks(&self, n: usize) {
+        for slot in 0..n {
+            let line = format!("wanrelay_trunk_up{{peer=\"b0\",trunk=\"{slot}\"}} 1");
+            assert!(
+                self.a.wait_metric(&line, Duration::from_secs(10)).await,
+                "trunk {slot} not up; log of a0:\n{}\nlog of b0:\n{}",
+                self.a.log_text(),
+                self.b.as_ref().map(|b| b.log_text()).unwrap_or_default()
+            );
+        }
+    }
+
+    pub fn restart_b(&mut self) {
+        let (i, o, m) = self.b_addrs;
+        self.b = Some(RelayProc::start(&self.dir, "b0", &self.b_config, i, o, m));
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("relay logs kept in {}", self.dir.display());
+        }
+    }
+}
+
+/// A destination node: accepts connections and hands them over with the
+/// delivery preamble read.
+pub struct Dest {
+    pub listener: TcpListener,
+    pub addr: SocketAddr,
+}
+
+impl Dest {
+    pub async fn new(ip_s: &str) -> Dest {
+        let listener = TcpListener::bind((ip(ip_s), 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        Dest { listener, addr }
+    }
+
+    /// The next connection and its delivery preamble.
+    pub async fn accept(&self) -> (TcpStream, Preamble) {
+        let (mut s, _) = self.listener.accept().await.unwrap();
+        let mut b = [0u8; 48];
+        s.read_exact(&mut b).await.unwrap();
+        match Preamble::decode_deliver(&b).unwrap() {
+            Decoded::Complete(p, 48) => (s, p),
+            other => panic!("bad delivery preamble {other:?}"),
+        }
+    }
+
+    /// Echoes every connection (with half-close) until dropped.
+    pub fn echo(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = self.accept().await;
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.into_split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                    let _ = w.shutdown().await;
+                });
+            }
+        })
+    }
+}
+
+/// Connects from `src_ip` to relay `inside` asking for `dst`; sends the
+/// preamble (and `early` bytes with it).
+pub async fn connect_via(
+    inside: SocketAddr,
+    src_ip: &str,
+    dst: SocketAddr,
+    early: &[u8],
+) -> TcpStream {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(ip(src_ip), 0)).unwrap();
+    let mut s = sock.connect(inside).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let src = s.local_addr().unwrap();
+    let mut msg = Preamble::connect(dst, src).encode().to_vec();
+    msg.extend_from_slice(early);
+    s.write_all(&msg).await.unwrap();
+    s
+}
+
+pub async fn read_reply(s: &mut TcpStream) -> Reply {
+    let mut r = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut r))
+        .await
+        .expect("reply within 10 s")
+        .expect("reply");
+    match Reply::decode(&r).unwrap() {
+        Decoded::Complete(r, 4) => r,
+        other => panic!("bad reply {other:?}"),
+    }
+}
+
+/// Connects through the relay and expects an ok reply.
+pub async fn open_ok(inside: SocketAddr, src_ip: &str, dst: SocketAddr) -> TcpStream {
+    let mut s = connect_via(inside, src_ip, dst, &[]).await;
+    assert_eq!(read_reply(&mut s).await, Reply::Ok);
+    s
+}
+
+/// Deterministic pseudo-random bytes.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}

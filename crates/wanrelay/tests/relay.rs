@@ -1,0 +1,641 @@
+//! End-to-end behaviour of two relays on loopback (child processes):
+//! client on 127.0.1.x -> relay a0 -> trunk -> relay b0 -> node 127.0.2.x.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wanproto::{Reason, Reply};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_bytes_both_ways_and_original_source_delivered() {
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let daddr = dest.addr;
+    // Early data after the preamble is delivered first.
+    let mut c = connect_via(w.a.inside, "127.0.1.1", daddr, b"early bytes").await;
+    let src = c.local_addr().unwrap();
+    let (mut s, pre) = dest.accept().await;
+    assert_eq!(
+        pre.source, src,
+        "the destination learns the original source"
+    );
+    assert_eq!(pre.destination, daddr);
+    assert_eq!(read_reply(&mut c).await, Reply::Ok);
+    let mut early = [0u8; 11];
+    s.read_exact(&mut early).await.unwrap();
+    assert_eq!(&early, b"early bytes");
+
+    // 100 MB each way at once, compared by hash.
+    const N: usize = 100 * 1000 * 1000;
+    let t0 = Instant::now();
+    let (cr, cw) = c.into_split();
+    let (sr, sw) = s.into_split();
+    let send = |mut w: tokio::net::tcp::OwnedWriteHalf, seed: u64| {
+        tokio::spawn(async move {
+            let mut h = Sha256::new();
+            let mut sent = 0;
+            let mut i = 0;
+            while sent < N {
+                let chunk = pattern(seed + i, (N - sent).min(1 << 20));
+                h.update(&chunk);
+                w.write_all(&chunk).await.unwrap();
+                sent += chunk.len();
+                i += 1;
+            }
+            w.shutdown().await.unwrap();
+            h.finalize()
+        })
+    };
+    let recv = |mut r: tokio::net::tcp::OwnedReadHalf| {
+        tokio::spawn(async move {
+            let mut h = Sha256::new();
+            let mut n = 0;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let k = r.read(&mut buf).await.unwrap();
+                if k == 0 {
+                    break;
+                }
+                h.update(&buf[..k]);
+                n += k;
+            }
+            (n, h.finalize())
+        })
+    };
+    let up = send(cw, 1);
+    let down = send(sw, 1_000_000);
+    let at_dest = recv(sr);
+    let at_client = recv(cr);
+    let (up, down) = (up.await.unwrap(), down.await.unwrap());
+    let (n1, h1) = at_dest.await.unwrap();
+    let (n2, h2) = at_client.await.unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!((n1, h1), (N, up), "client -> destination bytes differ");
+    assert_eq!((n2, h2), (N, down), "destination -> client bytes differ");
+    println!(
+        "100 MB each way at once through two relays: {secs:.2} s ({:.0} Mbit/s each way)",
+        N as f64 * 8.0 / secs / 1e6
+    );
+
+    let page = w.a.scrape().await;
+    assert!(
+        metric(
+            &page,
+            "wanrelay_stream_bytes_total{peer=\"b0\",trunk=\"0\",direction=\"to_wan\"}"
+        )
+        .unwrap()
+            >= (N + 11) as f64
+    );
+    assert!(
+        metric(
+            &page,
+            "wanrelay_stream_bytes_total{peer=\"b0\",trunk=\"0\",direction=\"from_wan\"}"
+        )
+        .unwrap()
+            >= N as f64
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_connections() {
+    let w = world(WorldOptions {
+        trunks: 2,
+        ..Default::default()
+    });
+    w.wait_trunks(2).await;
+    let mut servers = Vec::new();
+    let mut addrs = Vec::new();
+    for i in 1..=4 {
+        let d = Dest::new(&format!("127.0.2.{i}")).await;
+        addrs.push(d.addr);
+        servers.push(d.echo());
+    }
+    let mut tasks = Vec::new();
+    for i in 0..200u64 {
+        let inside = w.a.inside;
+        let dst = addrs[i as usize % addrs.len()];
+        tasks.push(tokio::spawn(async move {
+            let src = format!("127.0.1.{}", 1 + i % 8);
+            let c = open_ok(inside, &src, dst).await;
+            let data = pattern(i, 64 * 1024 + i as usize * 37);
+            let (mut r, mut wr) = c.into_split();
+            let d2 = data.clone();
+            let writer = tokio::spawn(async move {
+                wr.write_all(&d2).await.unwrap();
+                wr.shutdown().await.unwrap();
+            });
+            let mut back = Vec::new();
+            r.read_to_end(&mut back).await.unwrap();
+            writer.await.unwrap();
+            assert!(back == data, "connection {i}: echoed bytes differ");
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("connection finished")
+            .unwrap();
+    }
+    let page = w.a.scrape().await;
+    let opened: f64 = (0..2)
+        .filter_map(|t| {
+            metric(
+                &page,
+                &format!("wanrelay_streams_opened_total{{peer=\"b0\",trunk=\"{t}\",side=\"out\"}}"),
+            )
+        })
+        .sum();
+    assert_eq!(opened, 200.0);
+    // Streams to one host use one trunk; four hosts spread over both here.
+    let per_trunk: Vec<f64> = (0..2)
+        .map(|t| {
+            metric(
+                &page,
+                &format!("wanrelay_streams_opened_total{{peer=\"b0\",trunk=\"{t}\",side=\"out\"}}"),
+            )
+            .unwrap_or(0.0)
+        })
+        .collect();
+    assert!(
+        per_trunk.iter().all(|&n| n % 50.0 == 0.0),
+        "by destination host: {per_trunk:?}"
+    );
+    for s in servers {
+        s.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_close_propagates_both_ways() {
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+
+    // Client finishes first; the destination still answers after the FIN.
+    let mut c = connect_via(w.a.inside, "127.0.1.1", dest.addr, b"question").await;
+    let (mut s, _) = dest.accept().await;
+    assert_eq!(read_reply(&mut c).await, Reply::Ok);
+    c.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"question");
+    s.write_all(b"answer after your FIN").await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"answer after your FIN");
+
+    // Destination finishes first; the client keeps sending.
+    let mut c = open_ok(w.a.inside, "127.0.1.2", dest.addr).await;
+    let (mut s, _) = dest.accept().await;
+    s.write_all(b"bye").await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"bye");
+    c.write_all(b"still talking").await.unwrap();
+    c.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"still talking");
+    let page = w.a.scrape().await;
+    assert!(
+        w.a.wait_metric(
+            "wanrelay_streams_closed_total{peer=\"b0\",trunk=\"0\"} 2",
+            Duration::from_secs(5)
+        )
+        .await,
+        "{page}"
+    );
+}
+
+fn is_reset(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::ConnectionReset
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_propagates_both_ways() {
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+
+    // Destination resets: the client's socket is reset.
+    let mut c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (s, _) = dest.accept().await;
+    s.set_zero_linger().unwrap();
+    drop(s);
+    let mut buf = [0u8; 16];
+    let r = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        .await
+        .unwrap();
+    assert!(matches!(&r, Err(e) if is_reset(e)), "client read: {r:?}");
+
+    // Client resets: the destination's socket is reset.
+    let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (mut s, _) = dest.accept().await;
+    c.set_zero_linger().unwrap();
+    drop(c);
+    let r = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&r, Err(e) if is_reset(e)),
+        "destination read: {r:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_carry_their_reason() {
+    let w = world(WorldOptions {
+        a_reachable_b: "127.0.2.0/23", // a0 believes b0 serves 127.0.3.x too; b0 does not
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+
+    // Destination not a member of the far cluster: the far relay refuses.
+    let not_member = Dest::new("127.0.3.1").await;
+    let mut c = connect_via(w.a.inside, "127.0.1.1", not_member.addr, b"").await;
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::NotMember));
+    assert!(
+        w.b()
+            .wait_log("destination is not a member node", Duration::from_secs(2))
+            .await
+    );
+
+    // Nobody listening at the destination.
+    let closed_port = free_port(ip("127.0.2.9"));
+    let mut c = connect_via(
+        w.a.inside,
+        "127.0.1.1",
+        (ip("127.0.2.9"), closed_port).into(),
+        b"",
+    )
+    .await;
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::Refused));
+
+    // No peer relay serves the destination.
+    let mut c = connect_via(
+        w.a.inside,
+        "127.0.1.1",
+        "127.0.7.1:80".parse().unwrap(),
+        b"",
+    )
+    .await;
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::NoRoute));
+
+    // Inside connection from a non-member address.
+    let mut c = connect_via(w.a.inside, "127.0.9.1", dest.addr, b"").await;
+    assert_eq!(
+        read_reply(&mut c).await,
+        Reply::Refused(Reason::SourceMismatch)
+    );
+
+    // Preamble source that is not the connection's address.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.1.2:0".parse().unwrap()).unwrap();
+    let mut c = sock.connect(w.a.inside).await.unwrap();
+    let forged = wanproto::Preamble::connect(dest.addr, "127.0.1.3:4000".parse().unwrap());
+    c.write_all(&forged.encode()).await.unwrap();
+    assert_eq!(
+        read_reply(&mut c).await,
+        Reply::Refused(Reason::SourceMismatch)
+    );
+
+    // Not a preamble at all: refused from the first byte, then closed.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.1.2:0".parse().unwrap()).unwrap();
+    let mut c = sock.connect(w.a.inside).await.unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::Protocol));
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), c.read_to_end(&mut rest))
+        .await
+        .unwrap();
+    assert!(rest.is_empty());
+
+    // Silence: refused after the preamble timeout (2 s here).
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.1.2:0".parse().unwrap()).unwrap();
+    let mut c = sock.connect(w.a.inside).await.unwrap();
+    c.write_all(b"WSHP").await.unwrap();
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::Protocol));
+
+    // The destination never saw any of these.
+    let none = tokio::time::timeout(Duration::from_millis(200), dest.listener.accept()).await;
+    assert!(
+        none.is_err(),
+        "a refused connection reached the destination"
+    );
+    let none = tokio::time::timeout(Duration::from_millis(200), not_member.listener.accept()).await;
+    assert!(none.is_err(), "the far relay connected to a non-member");
+
+    let page = w.a.scrape().await;
+    assert_eq!(
+        metric(
+            &page,
+            "wanrelay_inside_refused_total{reason=\"source_mismatch\"}"
+        ),
+        Some(2.0),
+        "{page}"
+    );
+    assert_eq!(
+        metric(&page, "wanrelay_inside_refused_total{reason=\"protocol\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        metric(&page, "wanrelay_inside_refused_total{reason=\"no_route\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(
+            &page,
+            "wanrelay_streams_refused_total{peer=\"b0\",side=\"out\",reason=\"not_member\"}"
+        ),
+        Some(1.0)
+    );
+    let pb = w.b().scrape().await;
+    assert_eq!(
+        metric(
+            &pb,
+            "wanrelay_streams_refused_total{peer=\"a0\",side=\"in\",reason=\"not_member\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(
+            &pb,
+            "wanrelay_streams_refused_total{peer=\"a0\",side=\"in\",reason=\"refused\"}"
+        ),
+        Some(1.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_with_the_wrong_key_is_refused() {
+    let w = world(WorldOptions {
+        key_b: KEY_WRONG,
+        ..Default::default()
+    });
+    assert!(
+        w.b()
+            .wait_log("peer failed authentication", Duration::from_secs(10))
+            .await,
+        "b0 log:\n{}",
+        w.b().log_text()
+    );
+    assert!(
+        w.a.wait_log("failed authentication", Duration::from_secs(5))
+            .await
+            || w.a.log_text().contains("could not authenticate")
+    );
+    let page = w.b().scrape().await;
+    assert!(
+        metric(&page, "wanrelay_trunk_refused_total{reason=\"auth\"}").unwrap_or(0.0) >= 1.0,
+        "{page}"
+    );
+    let page = w.a.scrape().await;
+    assert_eq!(
+        metric(&page, "wanrelay_trunk_up{peer=\"b0\",trunk=\"0\"}"),
+        Some(0.0)
+    );
+    // No stream can be opened.
+    let dest = Dest::new("127.0.2.1").await;
+    let mut c = connect_via(w.a.inside, "127.0.1.1", dest.addr, b"").await;
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::NoRoute));
+    // A silent or foreign client on the outside port is refused too.
+    let mut s = tokio::net::TcpStream::connect(w.b().outside).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+        .await
+        .expect("closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_far_relay_resets_connections_promptly_and_trunks_come_back() {
+    let mut w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let mut conns = Vec::new();
+    for i in 0..5 {
+        let c = open_ok(w.a.inside, &format!("127.0.1.{}", i + 1), dest.addr).await;
+        let (s, _) = dest.accept().await;
+        conns.push((c, s));
+    }
+    let t0 = Instant::now();
+    w.b.as_mut()
+        .unwrap()
+        .child
+        .as_mut()
+        .unwrap()
+        .kill()
+        .unwrap();
+    for (c, _s) in &mut conns {
+        let mut buf = [0u8; 8];
+        let r = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            .await
+            .expect("no hang");
+        assert!(
+            matches!(&r, Err(e) if is_reset(e)),
+            "client read after the relay died: {r:?}"
+        );
+    }
+    println!(
+        "connections reset {:.0} ms after the far relay was killed",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    // A new connection is refused at once while the peer is down.
+    let mut c = connect_via(w.a.inside, "127.0.1.1", dest.addr, b"").await;
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::NoRoute));
+    // The relay comes back: a0 reconnects and streams flow again.
+    w.b.as_mut().unwrap().wait_exit(Duration::from_secs(2));
+    w.restart_b();
+    w.wait_trunks(1).await;
+    let mut c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (mut s, _) = dest.accept().await;
+    c.write_all(b"again").await.unwrap();
+    let mut b = [0u8; 5];
+    s.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, b"again");
+    let page = w.a.scrape().await;
+    assert!(
+        metric(
+            &page,
+            "wanrelay_streams_reset_total{peer=\"b0\",trunk=\"0\",by=\"trunk_lost\"}"
+        )
+        .unwrap_or(0.0)
+            >= 5.0,
+        "{page}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_closes_trunks_and_exits_zero() {
+    let mut w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let mut c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (_s, _) = dest.accept().await;
+    w.a.signal("TERM");
+    let status =
+        w.a.wait_exit(Duration::from_secs(10))
+            .expect("relay exits after SIGTERM");
+    assert_eq!(status.code(), Some(0), "log:\n{}", w.a.log_text());
+    assert!(w.a.log_text().contains("shutting down"));
+    // The open connection was reset (the grace period expired with it open).
+    let mut buf = [0u8; 4];
+    let r = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&r, Err(e) if is_reset(e)) || matches!(r, Ok(0)),
+        "{r:?}"
+    );
+    // b0 saw a GOAWAY, not an error.
+    assert!(
+        w.b().wait_log("GOAWAY", Duration::from_secs(5)).await,
+        "{}",
+        w.b().log_text()
+    );
+    // b0 with no stream open exits at once on SIGINT.
+    w.b().signal("INT");
+    let status =
+        w.b.as_mut()
+            .unwrap()
+            .wait_exit(Duration::from_secs(5))
+            .expect("b0 exits");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_serves_prometheus_text() {
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let daddr = dest.addr;
+    let echo = dest.echo();
+    let mut c = open_ok(w.a.inside, "127.0.1.1", daddr).await;
+    c.write_all(b"ping").await.unwrap();
+    let mut b = [0u8; 4];
+    c.read_exact(&mut b).await.unwrap();
+    echo.abort();
+    let page = w.a.scrape().await;
+    for name in [
+        "wanrelay_trunk_up",
+        "wanrelay_trunk_bytes_total",
+        "wanrelay_streams_opened_total",
+        "wanrelay_inside_connections_total",
+    ] {
+        assert!(
+            page.contains(&format!("# TYPE {name} ")),
+            "{name} missing:\n{page}"
+        );
+    }
+    assert!(
+        metric(
+            &page,
+            "wanrelay_trunk_bytes_total{peer=\"b0\",trunk=\"0\",direction=\"sent\"}"
+        )
+        .unwrap()
+            > 0.0
+    );
+    assert!(
+        metric(
+            &page,
+            "wanrelay_trunk_connects_total{peer=\"b0\",trunk=\"0\"}"
+        )
+        .unwrap()
+            >= 1.0
+    );
+    // Anything but GET /metrics is a 404.
+    let mut s = tokio::net::TcpStream::connect(w.a.metrics).await.unwrap();
+    s.write_all(b"POST /x HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    assert!(out.starts_with("HTTP/1.0 404"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pacing_limits_the_wan_rate() {
+    let w = world(WorldOptions {
+        pacing_rate: Some("80Mbit"),
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let mut c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (mut s, _) = dest.accept().await;
+    const N: usize = 10_000_000;
+    let t0 = Instant::now();
+    let writer = tokio::spawn(async move {
+        c.write_all(&vec![7u8; N]).await.unwrap();
+        c
+    });
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0;
+    while n < N {
+        n += s.read(&mut buf).await.unwrap();
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    writer.await.unwrap();
+    let mbit = N as f64 * 8.0 / secs / 1e6;
+    println!("paced at 80 Mbit/s: {mbit:.1} Mbit/s");
+    assert!(mbit < 88.0 && mbit > 60.0, "paced rate {mbit:.1} Mbit/s");
+}
+
+#[test]
+fn config_errors_and_key_file_permissions_give_exit_codes() {
+    let dir = scratch_dir();
+    let key = write_key(&dir, "k", KEY_A, 0o600);
+    let good = relay_config(
+        "a0", "a", &key, "127.0.1.254:7400".parse().unwrap(), "127.0.1.0/24", None,
+        "127.0.0.1:9400".parse().unwrap(),
+        "[[peer]]\nname = \"b0\"\ncluster = \"b\"\naddresses = [\"127.0.0.12:7401\"]\nreachable = [\"127.0.2.0/24\"]\n",
+    );
+    let run = |text: &str, name: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wanrelay"))
+            .args(["--check", "--config"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(run(&good, "good.toml").0, Some(0));
+    let (code, err) = run(&good.replace("127.0.2.0/24", "127.0.2.0/33"), "bad.toml");
+    assert_eq!(code, Some(3));
+    assert!(err.contains("peer[0].reachable[0]"), "{err}");
+    let (code, err) = run(
+        &good.replace("[inside]", "[inside]\nlisten_typo = 1"),
+        "bad2.toml",
+    );
+    assert_eq!(code, Some(3));
+    assert!(err.contains("inside.listen_typo: unknown key"), "{err}");
+    // JSON works too.
+    let json = r#"{"name": "a0", "cluster": "a", "key_file": "k",
+        "inside": {"listen": ["127.0.1.254:7400"], "members": ["127.0.1.0/24"]},
+        "peer": [{"name": "b0", "cluster": "b", "addresses": ["127.0.0.12:7401"], "reachable": ["127.0.2.0/24"]}]}"#;
+    assert_eq!(run(json, "c.json").0, Some(0));
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let (code, err) = run(&good, "good.toml");
+    assert_eq!(code, Some(4));
+    assert!(err.contains("chmod 600"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wanrelay"))
+        .arg("--bogus")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
