@@ -1,11 +1,20 @@
 """Fixtures for tests on the real testbed: namespaces, the wanem emulator and
 real Open MPI / MPICH jobs. Each fixture removes what it built, also when a
-test fails, and the session ends by checking that nothing is left behind."""
+test fails, and the session ends by checking that nothing is left behind.
+
+There is one testbed per machine, so a test session holds an exclusive lock
+(flock on $WANMPI_TEST_LOCK, default /tmp/wanmpi-testbed.lock) from start to
+end: two sessions on one machine (two developers, or CI beside a benchmark
+that takes the same lock with `flock`) take turns instead of tearing down each
+other's testbed. Do not wrap pytest itself in `flock` on that file: it would
+wait for itself."""
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -56,7 +65,23 @@ def wan_counters() -> dict:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def nothing_left_behind():
+def testbed_lock():
+    path = os.environ.get("WANMPI_TEST_LOCK", "/tmp/wanmpi-testbed.lock")
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"\nwaiting for the testbed lock {path} (another session or benchmark holds it)",
+                  file=sys.stderr, flush=True)
+            started = time.monotonic()
+            fcntl.flock(f, fcntl.LOCK_EX)
+            print(f"got the testbed lock after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+        yield
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind(testbed_lock):
     yield
     net.teardown(net.State.load())
     left = net.existing_namespaces()
