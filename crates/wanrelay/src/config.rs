@@ -281,6 +281,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Grace period of a shutdown for streams to finish.
     pub shutdown_grace: Duration,
+    /// Runtime threads: 1 runs everything on one thread (the default).
+    pub threads: usize,
     /// Peers.
     pub peers: Vec<PeerConfig>,
     /// Trunk protocol settings.
@@ -324,6 +326,7 @@ impl Config {
             "key_file",
             "log_level",
             "shutdown_grace",
+            "threads",
             "inside",
             "outside",
             "metrics",
@@ -352,6 +355,7 @@ impl Config {
                 format!("{log_level:?} is not a level (error, warn, info, debug, trace) or a tracing filter"),
             ));
         }
+        let threads = root.opt_int("threads", 1, 64)?.unwrap_or(1) as usize;
         let shutdown_grace = root
             .opt_duration("shutdown_grace")?
             .unwrap_or(Duration::from_secs(5));
@@ -566,6 +570,7 @@ impl Config {
             max_pending_trunks,
             metrics_listen,
             shutdown_grace,
+            threads,
             peers,
             trunk,
         };

@@ -180,6 +180,7 @@ async fn handle(
                 let shared = Arc::new(StreamShared::default());
                 g.streams.insert(id, shared.clone());
                 trunk.dispatch(&mut g);
+                trunk.kick(&mut g);
                 break Some((trunk.clone(), id, shared));
             }
             Err(e) => {
@@ -207,7 +208,6 @@ async fn handle(
         let why = format!("{why} ({destination})");
         return refuse(&relay, sock, remote, reason, &why).await;
     };
-    trunk.tx.notify_one();
     let slot = trunk.slot_label();
     relay.metrics.inc(
         "wanrelay_streams_opened_total",

@@ -132,8 +132,8 @@ pub async fn splice(
                 let _ = g.conn.reset_stream(id, Reason::ConnectionReset);
                 g.streams.remove(&id);
                 trunk.dispatch(&mut g);
+                trunk.kick(&mut g);
             }
-            trunk.tx.notify_one();
             let _ = sock.set_zero_linger();
             relay.metrics.inc(
                 "wanrelay_streams_reset_total",
@@ -211,13 +211,13 @@ async fn to_wan(
                 let mut g = trunk.lock();
                 let r = g.conn.write(id, &buf[pos..n]);
                 trunk.dispatch(&mut g);
+                trunk.kick(&mut g);
                 r
             };
             match took {
                 Ok(0) => shared.writable.notified().await,
                 Ok(k) => {
                     pos += k;
-                    trunk.tx.notify_one();
                 }
                 Err(_) => return Err(Abort::Ended),
             }
@@ -228,9 +228,9 @@ async fn to_wan(
                     let mut g = trunk.lock();
                     let r = g.conn.finish(id);
                     trunk.dispatch(&mut g);
+                    trunk.kick(&mut g);
                     r
                 };
-                trunk.tx.notify_one();
                 return r.map_err(|_| Abort::Ended);
             }
             Ok(n) => n,
@@ -267,11 +267,11 @@ async fn from_wan(
             let mut g = trunk.lock();
             let r = g.conn.read(id, &mut buf);
             trunk.dispatch(&mut g);
+            trunk.kick(&mut g);
             r
         };
         match r {
             Ok(ReadOutcome::Data(n)) => {
-                trunk.tx.notify_one();
                 wr.write_all(&buf[..n]).await.map_err(Abort::Local)?;
                 counter.fetch_add(n as u64, Ordering::Relaxed);
                 total.fetch_add(n as u64, Ordering::Relaxed);
@@ -319,8 +319,8 @@ pub async fn deliver(
             let _ = g.conn.reset_stream(id, reason);
             g.streams.remove(&id);
             trunk.dispatch(&mut g);
+            trunk.kick(&mut g);
         }
-        trunk.tx.notify_one();
         relay.metrics.inc(
             "wanrelay_streams_refused_total",
             &[
@@ -341,9 +341,9 @@ pub async fn deliver(
         let mut g = trunk.lock();
         let r = g.conn.accept_stream(id);
         trunk.dispatch(&mut g);
+        trunk.kick(&mut g);
         r
     };
-    trunk.tx.notify_one();
     if accepted.is_err() {
         // Reset or trunk lost while connecting.
         let _ = sock.set_zero_linger();

@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
@@ -91,6 +92,26 @@ pub struct TrunkInner {
     pub conn: TrunkConnection,
     /// Streams with a task attached, by id.
     pub streams: HashMap<StreamId, Arc<StreamShared>>,
+    /// The socket's sending half (until the trunk ends).
+    wr: Option<Arc<OwnedWriteHalf>>,
+    /// Bytes taken from the connection and not yet written, from `out_pos`.
+    out: Vec<u8>,
+    out_pos: usize,
+}
+
+/// What [`Trunk::flush`] left behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// Nothing more to send.
+    Idle,
+    /// The socket is full: wait until it is writable.
+    Blocked,
+    /// The pacer has no tokens before this time (relay ns).
+    Paced(u64),
+    /// The byte budget of this call is used up; more may be waiting.
+    More,
+    /// The connection is closed and its last bytes are out (or cannot be).
+    Closed,
 }
 
 /// One trunk connection to a peer relay.
@@ -134,6 +155,9 @@ impl Trunk {
             inner: Mutex::new(TrunkInner {
                 conn,
                 streams: HashMap::new(),
+                wr: None,
+                out: Vec::with_capacity(WRITE_CHUNK + 1024),
+                out_pos: 0,
             }),
             tx: Notify::new(),
             close_request: Mutex::new(None),
@@ -443,7 +467,8 @@ impl Trunk {
 /// authenticated.
 pub async fn run(trunk: Arc<Trunk>, sock: TcpStream) -> bool {
     let _ = sock.set_nodelay(true);
-    let (mut rd, mut wr) = sock.into_split();
+    let (mut rd, wr) = sock.into_split();
+    trunk.lock().wr = Some(Arc::new(wr));
     trunk.relay.track(&trunk);
     let reader = {
         let trunk = trunk.clone();
@@ -457,6 +482,7 @@ pub async fn run(trunk: Arc<Trunk>, sock: TcpStream) -> bool {
                         let now = trunk.relay.now();
                         g.conn.handle_input(now, &buf[..n]);
                         trunk.dispatch(&mut g);
+                        trunk.kick(&mut g);
                     }
                     other => {
                         if let Err(e) = other {
@@ -469,26 +495,21 @@ pub async fn run(trunk: Arc<Trunk>, sock: TcpStream) -> bool {
                         return;
                     }
                 }
-                drop(g);
-                trunk.tx.notify_one();
             }
         })
     };
-    let mut out: Vec<u8> = Vec::with_capacity(WRITE_CHUNK + 1024);
-    'outer: loop {
-        enum Step {
-            Write,
-            Done,
-            Wait(Option<u64>),
-        }
-        let step = {
+    // The writer: what stream tasks and the reader could not write at once
+    // (socket full, pacer empty), and the timers.
+    let mut linger_until: Option<u64> = None;
+    loop {
+        let (state, deadline, wr) = {
             let mut g = trunk.lock();
-            if let Some(code) = trunk
+            let request = trunk
                 .close_request
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .take()
-            {
+                .take();
+            if let Some(code) = request {
                 if code == CloseCode::NoError {
                     g.conn.go_away();
                 } else {
@@ -496,102 +517,138 @@ pub async fn run(trunk: Arc<Trunk>, sock: TcpStream) -> bool {
                 }
                 trunk.dispatch(&mut g);
             }
-            let now = trunk.relay.now();
-            let pacer = trunk
-                .placement
-                .get()
-                .and_then(|p| trunk.relay.pacer(p.peer));
-            let avail = match pacer {
-                Some(p) => {
-                    // Below one full DATA frame, wait rather than send slivers.
-                    let frame = trunk.relay.config.trunk.max_data_frame as u64 + 10;
-                    let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
-                    match p.available(now) {
-                        a if a < frame => 0,
-                        a => a.min(WRITE_CHUNK as u64) as usize,
-                    }
-                }
-                None => WRITE_CHUNK,
-            };
-            out.clear();
-            let n = g.conn.poll_transmit_into(now, &mut out, avail);
-            if n > 0 {
-                if let Some(p) = pacer {
-                    p.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .consume(now, n as u64);
-                }
+            let state = trunk.flush(&mut g, usize::MAX);
+            let mut deadline = g.conn.poll_timeout();
+            if g.conn.is_closed() {
+                // The last bytes (GOAWAY) get a second to leave.
+                let until = *linger_until.get_or_insert(trunk.relay.now() + 1_000_000_000);
+                deadline = Some(until);
             }
-            trunk.dispatch(&mut g);
-            if n > 0 {
-                Step::Write
-            } else if g.conn.is_closed() {
-                Step::Done
-            } else {
-                let mut deadline = g.conn.poll_timeout();
-                if avail == 0 {
-                    if let Some(p) = pacer {
-                        // Wake when half the bucket is there: timers round up
-                        // to the millisecond, and tokens that accrue while we
-                        // oversleep are kept as long as the bucket is not full.
-                        let pc =
-                            &trunk.relay.config.peers[trunk.placement.get().map_or(0, |p| p.peer)];
-                        let want = (pc.pacing_burst / 2)
-                            .max(trunk.relay.config.trunk.max_data_frame as u64 + 10);
-                        let at = p
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .ready_at(now, want);
-                        deadline = Some(deadline.map_or(at, |d| d.min(at)));
-                    }
-                }
-                Step::Wait(deadline)
-            }
+            (state, deadline, g.wr.clone())
         };
-        match step {
-            Step::Done => break,
-            Step::Wait(deadline) => {
-                let sleep = trunk.relay.sleep_until(deadline);
+        let now = trunk.relay.now();
+        if state == Flush::Closed || (linger_until.is_some_and(|t| now >= t)) {
+            break;
+        }
+        match state {
+            Flush::Blocked => {
+                let Some(wr) = wr else { break };
+                tokio::select! {
+                    _ = wr.writable() => {}
+                    _ = trunk.relay.sleep_until(deadline) => trunk.on_timer(),
+                }
+            }
+            Flush::Paced(at) => {
+                let at = deadline.map_or(at, |d| d.min(at));
                 tokio::select! {
                     _ = trunk.tx.notified() => {}
-                    _ = sleep => trunk.on_timer(),
+                    _ = trunk.relay.sleep_until(Some(at)) => trunk.on_timer(),
                 }
             }
-            Step::Write => {
-                let mut pos = 0;
-                while pos < out.len() {
-                    let deadline = trunk.lock().conn.poll_timeout();
-                    let sleep = trunk.relay.sleep_until(deadline);
-                    tokio::select! {
-                        r = wr.write(&out[pos..]) => match r {
-                            Ok(n) if n > 0 => pos += n,
-                            other => {
-                                if let Err(e) = other {
-                                    debug!(trunk = trunk.id, error = %e, "trunk write failed");
-                                }
-                                let mut g = trunk.lock();
-                                g.conn.handle_transport_closed();
-                                trunk.dispatch(&mut g);
-                                break 'outer;
-                            }
-                        },
-                        // A peer that stops reading must still time out.
-                        _ = sleep => {
-                            trunk.on_timer();
-                            if trunk.lock().conn.is_closed() {
-                                break 'outer;
-                            }
-                        }
-                    }
+            Flush::More => {}
+            Flush::Idle | Flush::Closed => {
+                tokio::select! {
+                    _ = trunk.tx.notified() => {}
+                    _ = trunk.relay.sleep_until(deadline) => trunk.on_timer(),
                 }
             }
         }
     }
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wr.shutdown()).await;
+    let wr = trunk.lock().wr.take();
+    drop(wr);
     reader.abort();
     let _ = reader.await;
     trunk.relay.untrack(&trunk);
     trunk.registered_at.get().is_some()
+}
+
+impl Trunk {
+    /// Writes what the connection has to send, as far as the socket takes
+    /// it without blocking and the pacer allows, up to about `budget`
+    /// bytes. Called with the lock held, by whoever changed the connection.
+    pub fn flush(self: &Arc<Trunk>, g: &mut TrunkInner, budget: usize) -> Flush {
+        let Some(wr) = g.wr.clone() else {
+            return Flush::Closed;
+        };
+        let mut written = 0usize;
+        loop {
+            if g.out_pos == g.out.len() {
+                g.out.clear();
+                g.out_pos = 0;
+                if written >= budget {
+                    return Flush::More;
+                }
+                let now = self.relay.now();
+                let pacer = self.placement.get().and_then(|p| self.relay.pacer(p.peer));
+                let avail = match pacer {
+                    Some(p) => {
+                        // Below one full DATA frame, wait rather than send slivers.
+                        let frame = self.relay.config.trunk.max_data_frame as u64 + 10;
+                        let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+                        match p.available(now) {
+                            a if a < frame => {
+                                // Wake when half the bucket is there: timers
+                                // round up to the millisecond, and tokens that
+                                // accrue while we oversleep are kept as long
+                                // as the bucket is not full.
+                                let pc = &self.relay.config.peers
+                                    [self.placement.get().map_or(0, |p| p.peer)];
+                                let want = (pc.pacing_burst / 2).max(frame);
+                                if g.conn.is_closed() {
+                                    return Flush::Closed;
+                                }
+                                return Flush::Paced(p.ready_at(now, want));
+                            }
+                            a => a.min(WRITE_CHUNK as u64) as usize,
+                        }
+                    }
+                    None => WRITE_CHUNK,
+                };
+                let TrunkInner { conn, out, .. } = &mut *g;
+                let n = conn.poll_transmit_into(now, out, avail);
+                if n > 0 {
+                    if let Some(p) = pacer {
+                        p.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .consume(now, n as u64);
+                    }
+                }
+                self.dispatch(g);
+                if n == 0 {
+                    return if g.conn.is_closed() {
+                        Flush::Closed
+                    } else {
+                        Flush::Idle
+                    };
+                }
+            }
+            match wr.try_write(&g.out[g.out_pos..]) {
+                Ok(k) if k > 0 => {
+                    g.out_pos += k;
+                    written += k;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Flush::Blocked,
+                other => {
+                    if let Err(e) = other {
+                        debug!(trunk = self.id, error = %e, "trunk write failed");
+                    }
+                    g.out.clear();
+                    g.out_pos = 0;
+                    g.conn.handle_transport_closed();
+                    self.dispatch(g);
+                    return Flush::Closed;
+                }
+            }
+        }
+    }
+
+    /// Sends what can be sent now after a change to the connection, and
+    /// leaves the rest to the writer task.
+    pub fn kick(self: &Arc<Trunk>, g: &mut TrunkInner) {
+        if self.flush(g, WRITE_CHUNK) != Flush::Idle {
+            self.tx.notify_one();
+        }
+    }
 }
 
 impl Trunk {
