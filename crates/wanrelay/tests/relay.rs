@@ -639,3 +639,240 @@ fn config_errors_and_key_file_permissions_give_exit_codes() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_far_relay_is_detected_by_the_idle_timeout() {
+    let mut w = world(WorldOptions {
+        tables: "[trunk]\nkeepalive = \"300ms\"\nidle_timeout = \"1500ms\"\n",
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let mut c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (_s, _) = dest.accept().await;
+    // SIGSTOP: no FIN, no RST, just silence (a relay host that died).
+    w.b().signal("STOP");
+    let t0 = Instant::now();
+    let mut buf = [0u8; 8];
+    let r = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf))
+        .await
+        .expect("no hang");
+    let waited = t0.elapsed();
+    w.b().signal("CONT");
+    assert!(matches!(&r, Err(e) if is_reset(e)), "{r:?}");
+    assert!(
+        waited >= Duration::from_millis(1000) && waited < Duration::from_secs(4),
+        "{waited:?}"
+    );
+    println!(
+        "silent far relay detected after {:.1} s (idle_timeout 1.5 s)",
+        waited.as_secs_f64()
+    );
+    assert!(w.a.log_text().contains("peer silent"), "{}", w.a.log_text());
+    // It comes back on its own once the far relay runs again.
+    w.wait_trunks(1).await;
+    let _ = w.b.as_mut();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_destination_does_not_stall_another_stream_on_the_same_trunk() {
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    // Two destinations on one host: one trunk carries both streams.
+    let stalled = Dest::new("127.0.2.1").await;
+    let busy = Dest::new("127.0.2.1").await;
+    let busy_addr = busy.addr;
+    let echo = busy.echo();
+    let c1 = open_ok(w.a.inside, "127.0.1.1", stalled.addr).await;
+    let (_never_read, _) = stalled.accept().await;
+    // Fill everything between the client and the stalled destination.
+    let filler = tokio::spawn(async move {
+        let mut c1 = c1;
+        let chunk = vec![1u8; 1 << 20];
+        loop {
+            if c1.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t0 = Instant::now();
+    let c2 = open_ok(w.a.inside, "127.0.1.2", busy_addr).await;
+    let data = pattern(9, 20_000_000);
+    let (mut r, mut wr) = c2.into_split();
+    let d2 = data.clone();
+    let writer = tokio::spawn(async move {
+        wr.write_all(&d2).await.unwrap();
+        wr.shutdown().await.unwrap();
+    });
+    let mut back = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), r.read_to_end(&mut back))
+        .await
+        .expect("the second stream is not stalled")
+        .unwrap();
+    writer.await.unwrap();
+    assert!(back == data);
+    println!(
+        "20 MB echoed beside a stalled stream in {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    // The stalled stream holds bounded memory at a0: its send buffer
+    // (256 KiB), not everything the client wrote.
+    let page = w.a.scrape().await;
+    let buffered = metric(
+        &page,
+        "wanrelay_trunk_send_buffered_bytes{peer=\"b0\",trunk=\"0\"}",
+    );
+    assert!(buffered.unwrap() <= 256.0 * 1024.0, "{page}");
+    filler.abort();
+    echo.abort();
+}
+
+/// A fake peer relay speaking wanproto by hand: handshake, then whatever
+/// the test sends.
+async fn fake_peer(
+    addr: std::net::SocketAddr,
+    key: &str,
+    name: &str,
+    cluster: &str,
+) -> (tokio::net::TcpStream, Option<wanproto::PeerInfo>) {
+    use wanproto::{Config, Event, PresharedKey, Role, TrunkConnection};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let t0 = Instant::now();
+    let now = || t0.elapsed().as_nanos() as u64;
+    let mut conn = TrunkConnection::new(
+        Config::new(name, cluster),
+        Role::Initiator,
+        PresharedKey::new(key.as_bytes()).unwrap(),
+        [t0.elapsed().subsec_nanos() as u8 | 1; 32],
+        now(),
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        while let Some(b) = conn.poll_transmit(now(), 1 << 16) {
+            s.write_all(&b).await.unwrap();
+        }
+        while let Some(ev) = conn.poll_event() {
+            match ev {
+                Event::Authenticated(p) => return (s, Some(p)),
+                Event::Closed { .. } => return (s, None),
+                _ => {}
+            }
+        }
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        if n == 0 {
+            conn.handle_transport_closed();
+        } else {
+            conn.handle_input(now(), &buf[..n]);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_peers_are_cut_off_without_harm() {
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let outside = w.b().outside;
+
+    // Right key, but a relay name b0 does not know: refused after authentication.
+    let (mut s, peer) = fake_peer(outside, KEY_A, "x9", "a").await;
+    assert!(peer.is_some());
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+        .await
+        .expect("closed")
+        .ok();
+    assert!(
+        w.b()
+            .wait_log("not a configured peer", Duration::from_secs(2))
+            .await
+    );
+
+    // Right key and name, wrong cluster.
+    let (mut s, _) = fake_peer(outside, KEY_A, "a0", "z").await;
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+        .await
+        .expect("closed")
+        .ok();
+    assert!(
+        w.b()
+            .wait_log("wrong cluster", Duration::from_secs(2))
+            .await
+    );
+
+    // An authenticated peer that sends garbage: a frame header announcing
+    // 4 GB, then an unknown frame type. The trunk is closed, nothing else.
+    let (mut s, peer) = fake_peer(outside, KEY_A, "a0", "a").await;
+    assert_eq!(peer.unwrap().name, "b0");
+    let mut bad = vec![0x12, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff];
+    bad.extend_from_slice(&[0x7f; 64]);
+    s.write_all(&bad).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+        .await
+        .expect("closed")
+        .ok();
+    let page = w.b().scrape().await;
+    assert!(
+        page.contains("wanrelay_trunk_closes_total{peer=\"a0\",trunk=\"0\",reason=\"protocol\"} 1"),
+        "{page}"
+    );
+    let page = w.b().scrape().await;
+    assert!(
+        metric(
+            &page,
+            "wanrelay_trunk_refused_total{reason=\"unknown_peer\"}"
+        )
+        .unwrap()
+            >= 1.0
+    );
+
+    // The real a0 (whose trunk the fake one displaced) reconnects; streams flow.
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let t0 = Instant::now();
+    loop {
+        let mut c = connect_via(w.a.inside, "127.0.1.1", dest.addr, b"").await;
+        match read_reply(&mut c).await {
+            Reply::Ok => break,
+            r => assert!(t0.elapsed() < Duration::from_secs(10), "{r:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(w.b.as_ref().unwrap().log_text().contains("trunk up"));
+}
+
+#[test]
+fn the_example_configuration_in_the_docs_is_valid() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/wanrelay.md"
+    ))
+    .unwrap();
+    let toml = doc
+        .split("```toml\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let dir = scratch_dir();
+    write_key(&dir, "psk", KEY_A, 0o600);
+    let p = dir.join("a0.toml");
+    std::fs::write(&p, toml).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wanrelay"))
+        .args(["--check", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -184,6 +184,8 @@ pub struct WorldOptions {
     pub pacing_rate: Option<&'static str>,
     pub extra_a: &'static str,
     pub start_b: bool,
+    /// Appended to both configurations (e.g. a `[trunk]` table).
+    pub tables: &'static str,
 }
 
 impl Default for WorldOptions {
@@ -195,6 +197,7 @@ impl Default for WorldOptions {
             pacing_rate: None,
             extra_a: "",
             start_b: true,
+            tables: "",
         }
     }
 }
@@ -272,6 +275,7 @@ pub fn world(o: WorldOptions) -> World {
         b_metrics,
         &peer_a,
     );
+    let (ca, cb) = (format!("{ca}\n{}", o.tables), format!("{cb}\n{}", o.tables));
     let a = RelayProc::start(&dir, "a0", &ca, a_inside, a_outside, a_metrics);
     let b = o
         .start_b
