@@ -16,8 +16,10 @@ Variants (all Open MPI; each a set of WANMPI_* settings):
               socket at B / N for the whole run (its LU setting)
   paper-2n    the same at B / 2N (the paper's better IS setting)
   wanmpi      libwanmpi's scheduled all-to-all with "auto" rates (WAN share
-              by volume, local flows kept within the receivers' NICs); point-
-              to-point traffic not paced
+              by volume and destination host, local flows kept within the
+              receivers' NICs); point-to-point traffic not paced
+  wanmpi-unpaced  the same schedule, nothing paced: what the schedule alone
+              gives, so the difference to `wanmpi` is pacing's own
   wanmpi-p2p  the same, plus every WAN socket at B / N for the whole run
 
 Congestion control is set in every node namespace; cubic needs the host's
@@ -56,6 +58,7 @@ VARIANTS = {v.name: v for v in (
     Variant("ompi", False),
     Variant("paper", True, {**PAPER, "WANMPI_MATB_DIVISOR": "1"}, 1),
     Variant("paper-2n", True, {**PAPER, "WANMPI_MATB_DIVISOR": "2"}, 2),
+    Variant("wanmpi-unpaced", True, {**OURS, "WANMPI_ALLTOALL_RATE": "off", "WANMPI_PACING_RATE": "0"}),
     Variant("wanmpi", True, {**OURS, "WANMPI_PACING_RATE": "0"}),
     Variant("wanmpi-p2p", True, OURS, 1),
 )}
