@@ -134,22 +134,25 @@ impl Relay {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A slot for a trunk the peer opened: the first free one, else the
-    /// one registered longest ago (the peer reconnecting means that one is
-    /// dead on its side).
-    pub fn free_slot(&self, peer: usize) -> usize {
-        let slots = self.lock_slots(peer);
-        if let Some(i) = slots.iter().position(Option::is_none) {
-            return i;
-        }
-        slots
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, t)| t.as_ref().and_then(|t| t.registered_at.get().copied()))
-            .map_or(0, |(i, _)| i)
+    /// Registers a trunk the peer opened in a slot, chosen under one lock:
+    /// the first free one, else the one registered longest ago (the peer
+    /// reconnecting means that one is dead on its side). Returns the slot
+    /// and the trunk it replaces.
+    pub fn claim_slot(&self, peer: usize, trunk: Arc<Trunk>) -> (usize, Option<Arc<Trunk>>) {
+        let mut slots = self.lock_slots(peer);
+        let slot = match slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => slots
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, t)| t.as_ref().and_then(|t| t.registered_at.get().copied()))
+                .map_or(0, |(i, _)| i),
+        };
+        (slot, slots[slot].replace(trunk))
     }
 
-    /// Puts an authenticated trunk in its slot; returns the one it replaces.
+    /// Puts an authenticated trunk this relay dialed in its slot; returns
+    /// the one it replaces.
     pub fn register(&self, p: Placement, trunk: Arc<Trunk>) -> Option<Arc<Trunk>> {
         self.lock_slots(p.peer)[p.slot].replace(trunk)
     }

@@ -255,7 +255,7 @@ impl Trunk {
     fn on_authenticated(self: &Arc<Trunk>, g: &mut TrunkInner, peer: wanproto::PeerInfo) {
         let relay = &self.relay;
         self.release_handshake_permit();
-        let placement = match self.origin {
+        let (placement, replaced) = match self.origin {
             Origin::Dialed(p) => {
                 let expected = &relay.config.peers[p.peer];
                 if peer.name != expected.name {
@@ -268,7 +268,8 @@ impl Trunk {
                     g.conn.close(CloseCode::Protocol);
                     return;
                 }
-                p
+                let _ = self.registered_at.set(Instant::now());
+                (p, relay.register(p, self.clone()))
             }
             Origin::Accepted => {
                 let Some(index) = relay.config.peers.iter().position(|c| c.name == peer.name)
@@ -298,20 +299,18 @@ impl Trunk {
                           "trunk refused: this relay dials that peer (peer.dial = \"connect\"); exactly one side of a pair must dial");
                     relay.metrics.inc(
                         "wanrelay_trunk_refused_total",
-                        &[("reason", "unknown_peer")],
+                        &[("reason", "dial_conflict")],
                     );
                     g.conn.close(CloseCode::Protocol);
                     return;
                 }
-                Placement {
-                    peer: index,
-                    slot: relay.free_slot(index),
-                }
+                let _ = self.registered_at.set(Instant::now());
+                let (slot, old) = relay.claim_slot(index, self.clone());
+                (Placement { peer: index, slot }, old)
             }
         };
         let _ = self.placement.set(placement);
-        let _ = self.registered_at.set(Instant::now());
-        if let Some(old) = relay.register(placement, self.clone()) {
+        if let Some(old) = replaced {
             info!(
                 trunk = self.id,
                 replaced = old.id,
@@ -517,7 +516,7 @@ pub async fn run(trunk: Arc<Trunk>, sock: TcpStream) -> bool {
                 }
                 trunk.dispatch(&mut g);
             }
-            let state = trunk.flush(&mut g, usize::MAX);
+            let state = trunk.flush(&mut g, 4 * WRITE_CHUNK);
             let mut deadline = g.conn.poll_timeout();
             if g.conn.is_closed() {
                 // The last bytes (GOAWAY) get a second to leave.
@@ -545,7 +544,8 @@ pub async fn run(trunk: Arc<Trunk>, sock: TcpStream) -> bool {
                     _ = trunk.relay.sleep_until(Some(at)) => trunk.on_timer(),
                 }
             }
-            Flush::More => {}
+            // Let the other tasks (stream tasks, other trunks) run.
+            Flush::More => tokio::task::yield_now().await,
             Flush::Idle | Flush::Closed => {
                 tokio::select! {
                     _ = trunk.tx.notified() => {}
