@@ -76,9 +76,26 @@ async fn refuse(relay: &Relay, mut sock: TcpStream, remote: SocketAddr, reason: 
         }
         _ => warn!(%remote, reason = reason_label(reason), why, "inside connection refused"),
     }
+    send_refusal(&mut sock, reason).await;
+}
+
+/// Writes a refusal reply and closes gracefully: the bytes the shim sent
+/// (the preamble, early data) are drained first, for a close with unread
+/// input would send an RST that can overtake the reply.
+pub async fn send_refusal(sock: &mut TcpStream, reason: Reason) {
     let write = async {
         sock.write_all(&Reply::Refused(reason).encode()).await?;
-        sock.shutdown().await
+        sock.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut left = 256 * 1024usize;
+        while left > 0 {
+            let n = sock.read(&mut sink).await?;
+            if n == 0 {
+                break;
+            }
+            left = left.saturating_sub(n);
+        }
+        Ok::<(), std::io::Error>(())
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
 }

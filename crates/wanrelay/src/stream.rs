@@ -159,11 +159,7 @@ pub async fn splice(
                     reason = reason_label(reason),
                     "stream refused by the far side"
                 );
-                let write = async {
-                    sock.write_all(&Reply::Refused(reason).encode()).await?;
-                    sock.shutdown().await
-                };
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+                crate::inside::send_refusal(&mut sock, reason).await;
             } else {
                 let by = if reason == Reason::TrunkLost {
                     "trunk_lost"

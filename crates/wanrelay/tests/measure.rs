@@ -84,7 +84,7 @@ async fn loopback_throughput_and_latency_through_two_relays() {
     let w = world(WorldOptions::default());
     w.wait_trunks(1).await;
     let dest = Dest::new("127.0.2.1").await;
-    const BYTES: usize = 500 * 1000 * 1000;
+    const BYTES: usize = 300 * 1000 * 1000;
     const ROUNDS: usize = 5000;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -100,7 +100,7 @@ async fn loopback_throughput_and_latency_through_two_relays() {
 
     println!("loopback, 2 cores shared by client, server and both relays:");
     println!(
-        "  bulk 500 MB one way: direct {direct_gbit:.2} Gbit/s, through two relays {relayed_gbit:.2} Gbit/s ({:.0} %)",
+        "  bulk 300 MB one way: direct {direct_gbit:.2} Gbit/s, through two relays {relayed_gbit:.2} Gbit/s ({:.0} %)",
         relayed_gbit / direct_gbit * 100.0
     );
     println!(

@@ -588,7 +588,9 @@ async fn pacing_limits_the_wan_rate() {
     writer.await.unwrap();
     let mbit = N as f64 * 8.0 / secs / 1e6;
     println!("paced at 80 Mbit/s: {mbit:.1} Mbit/s");
-    assert!(mbit < 88.0 && mbit > 60.0, "paced rate {mbit:.1} Mbit/s");
+    // The upper bound is the point; the lower one only catches a stalled
+    // pacer (a loaded machine may not keep up with 80 Mbit/s).
+    assert!(mbit < 88.0 && mbit > 30.0, "paced rate {mbit:.1} Mbit/s");
 }
 
 #[test]
