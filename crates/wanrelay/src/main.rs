@@ -65,7 +65,7 @@ fn main() -> ExitCode {
             eprintln!("wanrelay: warning: {w}");
         }
         println!(
-            "wanrelay: {} is valid (relay {} of cluster {}, {} peers)",
+            "wanrelay: {} is valid (relay {} of cluster {}, peers: {})",
             path.display(),
             config.name,
             config.cluster,
