@@ -62,6 +62,15 @@
                                                          0 or unset: not paced */
 #define WM_ENV_SHIM_DEBUG     "WANMPI_SHIM_DEBUG"     /* 1: sockets tracked and rates set,
                                                          2: every intercepted call; to stderr */
+#define WM_ENV_RELAYS         "WANMPI_RELAYS"         /* this cluster's relays, "IP:PORT,IP:PORT"
+                                                         in relay-index order: every TCP connect to
+                                                         another cluster goes to the one chosen by
+                                                         destination host; a connection from one of
+                                                         these IPs carries a delivery preamble.
+                                                         Unset: no relaying */
+#define WM_ENV_RELAY_SOURCES  "WANMPI_RELAY_SOURCES"  /* more IPs relays deliver from, "IP,IP" */
+#define WM_ENV_RELAY_TIMEOUT  "WANMPI_RELAY_TIMEOUT"  /* seconds for the relay's connect and reply
+                                                         (default 10; then ETIMEDOUT) */
 
 /* Output. The library prints nothing unless asked. */
 #define WM_ENV_STATS          "WANMPI_STATS"          /* per-rank statistics at MPI_Finalize: a file

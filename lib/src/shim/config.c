@@ -5,6 +5,7 @@
  * is reported once on stderr, naming the variable and the value, and the shim
  * then passes every call through untouched for the life of the process. */
 #include "shim.h"
+#include "relay.h"
 #include "../common/settings.h"
 
 #include <arpa/inet.h>
@@ -152,8 +153,17 @@ static int parse_rate(const char *text, uint64_t *out, const char **problem)
     return -1;
 }
 
-static void at_fork_prepare(void) { ws_pacing_atfork_prepare(); }
-static void at_fork_release(void) { ws_pacing_atfork_release(); }
+static void at_fork_prepare(void)
+{
+    ws_pacing_atfork_prepare();
+    ws_relay_atfork_prepare();
+}
+
+static void at_fork_release(void)
+{
+    ws_relay_atfork_release();
+    ws_pacing_atfork_release();
+}
 
 static void init_once(void)
 {
@@ -176,6 +186,9 @@ static void init_once(void)
         self = NULL;
     ws_pacing_init(rate);
     if (!map || !*map) {
+        const char *relays = getenv(WM_ENV_RELAYS);
+        if (relays && *relays)      /* a job that needs its relays would fail with a wrong error */
+            ws_log("%s is set but %s is not: nothing is relayed", WM_ENV_RELAYS, WM_ENV_CLUSTER_MAP);
         WS_DEBUG(1, "%s is not set: every socket is left alone", WM_ENV_CLUSTER_MAP);
         goto done;
     }
@@ -184,6 +197,7 @@ static void init_once(void)
         ws_debug = 0;
         goto done;
     }
+    ws_relay_init();
     pthread_atfork(at_fork_prepare, at_fork_release, at_fork_release);
     state = WS_ACTIVE;
     WS_DEBUG(1, "cluster '%s' of %d; WAN rate %llu B/s%s",

@@ -5,19 +5,26 @@
  * Which calls, and why these (measured with WANMPI_SHIM_DEBUG=2 and the
  * libraries' imported symbols, docs/libwanshim.md):
  *   connect           Open MPI's TCP BTL and libfabric's tcp provider open
- *                     their data connections with a non-blocking connect
+ *                     their data connections with a non-blocking connect;
+ *                     with relays, one to another cluster goes to a relay
  *   accept, accept4   the other end of those (both MPIs call accept; accept4
- *                     for other programs)
+ *                     for other programs); a connection from a relay has its
+ *                     delivery preamble stripped
+ *   getpeername       a relayed socket's peer is the original one (MPICH
+ *                     asks right after accept(fd, NULL, NULL))
+ *   getsockopt        SO_ERROR of a non-blocking relayed connect that failed
  *   close             forget the socket
  *   dup, dup2, dup3   a WAN socket under a second number (MPICH imports dup2)
  * Sockets are classified from the address given to connect and from
  * getpeername after accept, so a socket's creation (socket(), bind()) needs no
- * wrapper. */
+ * wrapper. Relaying is relay.c; these wrappers only call it. */
 #define _GNU_SOURCE
 #include "shim.h"
+#include "relay.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,6 +59,35 @@ WS_FORWARD_DECL(close, int, (int));
 WS_FORWARD_DECL(dup, int, (int));
 WS_FORWARD_DECL(dup2, int, (int, int));
 WS_FORWARD_DECL(dup3, int, (int, int, int));
+WS_FORWARD_DECL(getpeername, int, (int, struct sockaddr *, socklen_t *));
+WS_FORWARD_DECL(getsockopt, int, (int, int, int, void *, socklen_t *));
+
+/* The real calls, for relay.c (calling our own wrappers would classify,
+ * relay and log the shim's own connection to a relay). */
+int ws_real_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    WS_MAP_OR_FAIL(connect);
+    return real_connect(fd, addr, len);
+}
+
+int ws_real_close(int fd)
+{
+    WS_MAP_OR_FAIL(close);
+    ws_socket_closing(fd);
+    return real_close(fd);
+}
+
+int ws_real_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    WS_MAP_OR_FAIL(getpeername);
+    return real_getpeername(fd, addr, len);
+}
+
+int ws_real_getsockopt(int fd, int level, int name, void *value, socklen_t *len)
+{
+    WS_MAP_OR_FAIL(getsockopt);
+    return real_getsockopt(fd, level, name, value, len);
+}
 
 static const char *errno_name(int ret, int err)
 {
@@ -65,10 +101,20 @@ WS_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
     WS_MAP_OR_FAIL(connect);
     enum ws_state state = ws_init();
-    /* Where the connection goes: always `addr` for now. Relaying (a later
-     * issue) decides here, from ws_peer_cluster(addr), to connect to the
-     * local relay instead and send it a preamble naming `addr`. */
-    int ret = real_connect(fd, addr, len);
+    int ret;
+    /* With relays, a TCP connect to another cluster goes to a relay of this
+     * cluster instead: relay.c does it all and says what the application sees. */
+    if (state == WS_ACTIVE && ws_relay_connect(fd, addr, len, &ret)) {
+        if (ws_debug >= 2) {
+            int saved = errno;
+            char where[80];
+            ws_log("connect(%d, %s) = %d %s (relayed)", fd,
+                   ws_format_address(addr, len, where, sizeof where), ret, errno_name(ret, saved));
+            errno = saved;
+        }
+        return ret;
+    }
+    ret = real_connect(fd, addr, len);
     int saved = errno;
     if (state == WS_ACTIVE && (ret == 0 || saved == EINPROGRESS || saved == EINTR))
         ws_socket_connected(fd, addr, len, "connected to");
@@ -82,34 +128,68 @@ WS_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
     return ret;
 }
 
-/* The new socket's peer decides. getpeername is the real one: when relaying
- * comes, the shim's own getpeername will report the original source instead. */
-static void accepted(int listener, int fd, const char *call)
+/* The new socket's peer decides: a connection from a relay is repaired
+ * first (its delivery preamble read and stripped, `addr` rewritten with the
+ * original source), then classified by that original source. Returns `fd`, or
+ * -1 if it was from a relay, malformed, and has been closed. */
+static int accepted(int listener, int fd, struct sockaddr *addr, socklen_t *len, socklen_t room,
+                    const char *call)
 {
     enum ws_state state = ws_init();
     if (state != WS_ACTIVE && ws_debug < 2)
-        return;
+        return fd;
     struct sockaddr_storage peer;
-    socklen_t len = sizeof peer;
-    if (getpeername(fd, (struct sockaddr *)&peer, &len) != 0)
-        len = 0;
-    if (state == WS_ACTIVE && len > 0)
-        ws_socket_connected(fd, (struct sockaddr *)&peer, len, "accepted from");
+    socklen_t plen = sizeof peer;
+    if (ws_real_getpeername(fd, (struct sockaddr *)&peer, &plen) != 0)
+        plen = 0;
+    int relayed = 0;
+    if (state == WS_ACTIVE && plen > 0) {
+        relayed = ws_relay_accepted(fd, addr, len, room, &peer, &plen);
+        if (relayed < 0) {
+            WS_DEBUG(2, "%s(%d) = %d: dropped", call, listener, fd);
+            return -1;
+        }
+        ws_socket_connected(fd, (struct sockaddr *)&peer, plen, "accepted from");
+    }
     if (ws_debug >= 2) {
         char where[80];
-        ws_log("%s(%d) = %d from %s", call, listener, fd,
-               ws_format_address(len ? (struct sockaddr *)&peer : NULL, len, where, sizeof where));
+        ws_log("%s(%d) = %d from %s%s", call, listener, fd,
+               ws_format_address(plen ? (struct sockaddr *)&peer : NULL, plen, where, sizeof where),
+               relayed ? " (through a relay)" : "");
     }
+    return fd;
+}
+
+/* A connection from a relay whose preamble was bad is gone: a blocking
+ * listener waits for the next connection, a non-blocking one says EAGAIN. */
+static int accept_again(int listener)
+{
+    int flags = fcntl(listener, F_GETFL);
+    if (flags >= 0 && !(flags & O_NONBLOCK))
+        return 1;
+    errno = EAGAIN;
+    return 0;
 }
 
 WS_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
     WS_MAP_OR_FAIL(accept);
-    int ret = real_accept(fd, addr, len);
-    int saved = errno;
-    if (ret >= 0)
-        accepted(fd, ret, "accept");
-    else if (ws_debug >= 2 && saved != EAGAIN && saved != EWOULDBLOCK)
+    socklen_t room = addr && len ? *len : 0;
+    int ret, saved;
+    do {
+        if (addr && len)
+            *len = room;
+        ret = real_accept(fd, addr, len);
+        saved = errno;
+        if (ret >= 0 && accepted(fd, ret, addr, len, room, "accept") < 0) {
+            ret = -1;
+            if (accept_again(fd))
+                continue;
+            saved = EAGAIN;
+        }
+        break;
+    } while (1);
+    if (ret < 0 && ws_debug >= 2 && saved != EAGAIN && saved != EWOULDBLOCK)
         ws_log("accept(%d) = -1 %s", fd, errno_name(ret, saved));
     errno = saved;
     return ret;
@@ -118,14 +198,51 @@ WS_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 WS_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
     WS_MAP_OR_FAIL(accept4);
-    int ret = real_accept4(fd, addr, len, flags);
-    int saved = errno;
-    if (ret >= 0)
-        accepted(fd, ret, "accept4");
-    else if (ws_debug >= 2 && saved != EAGAIN && saved != EWOULDBLOCK)
+    socklen_t room = addr && len ? *len : 0;
+    int ret, saved;
+    do {
+        if (addr && len)
+            *len = room;
+        ret = real_accept4(fd, addr, len, flags);
+        saved = errno;
+        if (ret >= 0 && accepted(fd, ret, addr, len, room, "accept4") < 0) {
+            ret = -1;
+            if (accept_again(fd))
+                continue;
+            saved = EAGAIN;
+        }
+        break;
+    } while (1);
+    if (ret < 0 && ws_debug >= 2 && saved != EAGAIN && saved != EWOULDBLOCK)
         ws_log("accept4(%d) = -1 %s", fd, errno_name(ret, saved));
     errno = saved;
     return ret;
+}
+
+/* Neither calls ws_init: pacing.c's adoption of open sockets calls
+ * getpeername from inside it. Until something is relayed both are one
+ * atomic load away from the real call. */
+WS_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    WS_MAP_OR_FAIL(getpeername);
+    int ret;
+    if (ws_relay_getpeername(fd, addr, len, &ret))
+        return ret;
+    return real_getpeername(fd, addr, len);
+}
+
+WS_EXPORT int getsockopt(int fd, int level, int name, void *value, socklen_t *len)
+{
+    WS_MAP_OR_FAIL(getsockopt);
+    int err;
+    if (level == SOL_SOCKET && name == SO_ERROR && value && len && *len >= (socklen_t)sizeof err
+        && ws_relay_take_error(fd, &err)) {
+        memcpy(value, &err, sizeof err);
+        *len = sizeof err;
+        WS_DEBUG(2, "getsockopt(%d, SO_ERROR) = %s (relayed connect)", fd, strerrorname_np(err));
+        return 0;
+    }
+    return real_getsockopt(fd, level, name, value, len);
 }
 
 WS_EXPORT int close(int fd)
@@ -140,6 +257,7 @@ WS_EXPORT int close(int fd)
     }
     /* Forget first: once the number is closed another thread may reuse it. */
     ws_socket_closing(fd);
+    ws_relay_closing(fd);
     int ret = real_close(fd);
     if (socket) {
         int saved = errno;
@@ -152,8 +270,10 @@ WS_EXPORT int close(int fd)
 static int duplicated(const char *call, int oldfd, int ret)
 {
     int saved = errno;
-    if (ret >= 0)
+    if (ret >= 0) {
         ws_socket_duplicated(oldfd, ret);
+        ws_relay_duplicated(oldfd, ret);
+    }
     if (ws_debug >= 2)
         ws_log("%s(%d) = %d %s", call, oldfd, ret, errno_name(ret, saved));
     errno = saved;

@@ -1,0 +1,750 @@
+/* Relaying: settings, the connect redirect, the accept repair, and the table
+ * of sockets whose peer the shim reports instead of the kernel.
+ *
+ * connect() to another cluster (docs/libwanshim.md, "Relaying"): the same
+ * descriptor is connected to the relay that ws_relay_select picks for the
+ * destination host (so the application's bind() and socket options stay),
+ * the connect preamble names the destination and the socket's own address,
+ * and the relay's 4-byte reply is read, all inside connect() with one
+ * deadline (WANMPI_RELAY_TIMEOUT). Then the application sees what a direct
+ * connect would have shown:
+ *
+ *   socket        reply ok                       refused / relay failed
+ *   blocking      0                              -1, errno of the reason
+ *   non-blocking  -1 EINPROGRESS; writable;      -1 EINPROGRESS; writable;
+ *                 SO_ERROR 0                     SO_ERROR = errno of the reason
+ *
+ * A failed relayed socket is disconnected (connect(AF_UNSPEC)), as a socket
+ * whose connect failed is; its error is kept here for the next
+ * getsockopt(SO_ERROR) or connect(), which take it once, as the kernel's.
+ * getpeername() reports the destination the application asked for.
+ *
+ * accept(): a connection whose peer is a relay (an address of WANMPI_RELAYS
+ * or WANMPI_RELAY_SOURCES) starts with the delivery preamble; it is read
+ * (waiting at most DELIVERY_WAIT_MS: the far relay writes it right after
+ * its connect completes) and stripped, and accept() and getpeername()
+ * report its source. A connection whose preamble is malformed or late is
+ * closed and never reaches the application.
+ *
+ * The table is indexed by descriptor and records each socket's identity
+ * (device, inode), as pacing.c's does: a descriptor closed behind the shim's
+ * back and reused is detected before its entry is believed. */
+#define _GNU_SOURCE
+#include "shim.h"
+#include "relay.h"
+#include "../common/settings.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define WS_MAX_RELAYS 256
+#define WS_MAX_RELAY_SOURCES 256
+#define DEFAULT_TIMEOUT_MS 10000    /* below the 30 s in which a job must end when a relay dies */
+#define DELIVERY_WAIT_MS 2000       /* for a preamble written right after the far relay's connect */
+
+struct relay {
+    struct sockaddr_storage addr;
+    socklen_t len;
+    uint8_t host[16];
+    size_t host_len;
+    char text[64];
+    int reported;           /* its failure was printed (once per process) */
+};
+struct source { uint8_t host[16]; size_t len; };
+
+/* Written once under ws_init's pthread_once, read-only afterwards. */
+static struct relay *relays;
+static int nrelay;
+static struct source *sources;
+static int nsource;
+static int timeout_ms = DEFAULT_TIMEOUT_MS;
+
+struct relayed {
+    dev_t dev;
+    ino_t ino;
+    struct sockaddr_storage peer;   /* what getpeername() reports */
+    socklen_t peer_len;
+    int error;                      /* a failed non-blocking connect's errno, not yet taken */
+    unsigned char used;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct relayed *table;
+static int table_size;
+static int used_count;              /* read without the lock by the wrappers' fast path */
+
+void ws_relay_atfork_prepare(void) { pthread_mutex_lock(&lock); }
+void ws_relay_atfork_release(void) { pthread_mutex_unlock(&lock); }
+
+/* ---- settings ---- */
+
+static void relaying_off(const char *name, const char *value, const char *fmt, ...) WS_PRINTF(3, 4);
+static void relaying_off(const char *name, const char *value, const char *fmt, ...)
+{
+    char problem[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(problem, sizeof problem, fmt, ap);
+    va_end(ap);
+    ws_log("%s=%s: %s; relaying is off in this process (connects to other clusters go direct)",
+           name, value, problem);
+    free(relays);
+    free(sources);
+    relays = NULL;
+    sources = NULL;
+    nrelay = nsource = 0;
+}
+
+/* "1.2.3.4" or "::1" / "[::1]" into `out`; 0 or -1. */
+static int parse_ip(const char *s, size_t n, struct sockaddr_storage *out, socklen_t *len)
+{
+    char text[INET6_ADDRSTRLEN + 2];
+    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+        s++;
+        n -= 2;
+    }
+    if (n == 0 || n >= sizeof text)
+        return -1;
+    memcpy(text, s, n);
+    text[n] = 0;
+    memset(out, 0, sizeof *out);
+    struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET, text, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        *len = sizeof *s4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, text, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        *len = sizeof *s6;
+        return 0;
+    }
+    return -1;
+}
+
+/* "1.2.3.4:7000" or "[::1]:7000"; 0 or -1. */
+static int parse_endpoint(const char *s, size_t n, struct sockaddr_storage *out, socklen_t *len)
+{
+    const char *colon = NULL;
+    for (size_t i = n; i-- > 0;)
+        if (s[i] == ':') {
+            colon = s + i;
+            break;
+        }
+    if (!colon || colon == s || (s[0] == '[' && colon[-1] != ']') || (s[0] != '[' && memchr(s, ':', (size_t)(colon - s))))
+        return -1;
+    long port = 0;
+    const char *p = colon + 1;
+    if (p == s + n)
+        return -1;
+    for (; p < s + n; p++) {
+        if (*p < '0' || *p > '9' || (port = port * 10 + (*p - '0')) > 65535)
+            return -1;
+    }
+    if (port == 0 || parse_ip(s, (size_t)(colon - s), out, len) != 0)
+        return -1;
+    uint16_t net = htons((uint16_t)port);
+    if (out->ss_family == AF_INET)
+        ((struct sockaddr_in *)out)->sin_port = net;
+    else
+        ((struct sockaddr_in6 *)out)->sin6_port = net;
+    return 0;
+}
+
+/* Calls `item` for each comma-separated, space-trimmed element; -1 at the first failure. */
+static int each_item(const char *list, int (*item)(const char *, size_t, void *), void *arg)
+{
+    const char *p = list;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        const char *a = p, *b = end;
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        if (item(a, (size_t)(b - a), arg) != 0)
+            return -1;
+        if (!*end)
+            return 0;
+        p = end + 1;
+    }
+}
+
+static char bad_item[128];
+
+static int add_relay(const char *s, size_t n, void *arg)
+{
+    (void)arg;
+    snprintf(bad_item, sizeof bad_item, "%.*s", (int)n, s);
+    if (nrelay == WS_MAX_RELAYS)
+        return -1;
+    struct relay *r = &relays[nrelay];
+    memset(r, 0, sizeof *r);
+    if (parse_endpoint(s, n, &r->addr, &r->len) != 0)
+        return -1;
+    r->host_len = ws_host_bytes((struct sockaddr *)&r->addr, r->len, r->host);
+    if (r->host_len == 0 || !memcmp(r->host, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", r->host_len))
+        return -1;
+    ws_format_address((struct sockaddr *)&r->addr, r->len, r->text, sizeof r->text);
+    nrelay++;
+    return 0;
+}
+
+static int add_source(const char *s, size_t n, void *arg)
+{
+    (void)arg;
+    snprintf(bad_item, sizeof bad_item, "%.*s", (int)n, s);
+    struct sockaddr_storage a;
+    socklen_t len;
+    if (nsource == WS_MAX_RELAY_SOURCES || parse_ip(s, n, &a, &len) != 0)
+        return -1;
+    sources[nsource].len = ws_host_bytes((struct sockaddr *)&a, len, sources[nsource].host);
+    nsource++;
+    return 0;
+}
+
+/* Seconds, > 0 and <= 3600, decimals allowed. */
+static int parse_timeout(const char *text, int *ms)
+{
+    char *end;
+    errno = 0;
+    double s = strtod(text, &end);
+    while (*end == ' ')
+        end++;
+    if (errno || end == text || *end || !isfinite(s) || s <= 0 || s > 3600)
+        return -1;
+    *ms = (int)ceil(s * 1000);
+    return 0;
+}
+
+void ws_relay_init(void)
+{
+    const char *list = getenv(WM_ENV_RELAYS);
+    const char *from = getenv(WM_ENV_RELAY_SOURCES);
+    const char *timeout = getenv(WM_ENV_RELAY_TIMEOUT);
+    if (timeout && *timeout && parse_timeout(timeout, &timeout_ms) != 0) {
+        relaying_off(WM_ENV_RELAY_TIMEOUT, timeout, "expected seconds, more than 0 and at most 3600");
+        return;
+    }
+    relays = calloc(WS_MAX_RELAYS, sizeof *relays);
+    sources = calloc(WS_MAX_RELAY_SOURCES, sizeof *sources);
+    if (!relays || !sources) {
+        relaying_off(WM_ENV_RELAYS, list ? list : "", "out of memory");
+        return;
+    }
+    if (list && *list && each_item(list, add_relay, NULL) != 0) {
+        relaying_off(WM_ENV_RELAYS, list, "'%s' is not IP:PORT (an IPv4 address or [IPv6], a port "
+                     "1-65535; relays are given by address, in their index order; at most %d)",
+                     bad_item, WS_MAX_RELAYS);
+        return;
+    }
+    if (from && *from && each_item(from, add_source, NULL) != 0) {
+        relaying_off(WM_ENV_RELAY_SOURCES, from, "'%s' is not an IP address (at most %d)", bad_item,
+                     WS_MAX_RELAY_SOURCES);
+        return;
+    }
+    if (nrelay || nsource)
+        WS_DEBUG(1, "relaying through %d relays (timeout %d ms); connections from %d relay "
+                 "addresses carry a delivery preamble", nrelay, timeout_ms, nrelay + nsource);
+}
+
+static int is_relay_address(const struct sockaddr *sa, socklen_t len, char *text, size_t size)
+{
+    uint8_t host[16];
+    size_t n = ws_host_bytes(sa, len, host);
+    if (n == 0)
+        return 0;
+    for (int i = 0; i < nrelay; i++)
+        if (relays[i].host_len == n && !memcmp(relays[i].host, host, n)) {
+            snprintf(text, size, "relay %d (%s)", i, relays[i].text);
+            return 1;
+        }
+    for (int i = 0; i < nsource; i++)
+        if (sources[i].len == n && !memcmp(sources[i].host, host, n)) {
+            ws_format_address(sa, len, text, size);
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- the table ---- */
+
+static int same_socket(int fd, const struct relayed *e)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == e->ino && st.st_dev == e->dev;
+}
+
+static void drop(int fd)
+{
+    table[fd].used = 0;
+    __atomic_sub_fetch(&used_count, 1, __ATOMIC_RELEASE);
+}
+
+static void remember(int fd, const struct sockaddr *peer, socklen_t len, int error)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || len > sizeof(struct sockaddr_storage))
+        return;
+    pthread_mutex_lock(&lock);
+    if (fd >= table_size) {
+        int size = table_size ? table_size : 64;
+        while (size <= fd)
+            size *= 2;
+        struct relayed *bigger = realloc(table, (size_t)size * sizeof *table);
+        if (!bigger) {
+            pthread_mutex_unlock(&lock);
+            WS_DEBUG(1, "fd %d: out of memory, its relayed peer is not remembered", fd);
+            return;
+        }
+        memset(bigger + table_size, 0, (size_t)(size - table_size) * sizeof *table);
+        table = bigger;
+        table_size = size;
+    }
+    struct relayed *e = &table[fd];
+    if (!e->used)
+        __atomic_add_fetch(&used_count, 1, __ATOMIC_RELEASE);
+    *e = (struct relayed){ .dev = st.st_dev, .ino = st.st_ino, .peer_len = len, .error = error,
+                           .used = 1 };
+    memcpy(&e->peer, peer, len);
+    pthread_mutex_unlock(&lock);
+}
+
+/* The entry of `fd` if it is still the same socket (called with the lock). */
+static struct relayed *lookup(int fd)
+{
+    if (fd < 0 || fd >= table_size || !table[fd].used)
+        return NULL;
+    if (!same_socket(fd, &table[fd])) {
+        drop(fd);
+        return NULL;
+    }
+    return &table[fd];
+}
+
+int ws_relay_take_error(int fd, int *err)
+{
+    if (__atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
+        return 0;
+    int saved = errno, found = 0;
+    pthread_mutex_lock(&lock);
+    struct relayed *e = lookup(fd);
+    if (e && e->error) {
+        *err = e->error;
+        drop(fd);           /* taken once; the socket is disconnected, the kernel answers from now on */
+        found = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    errno = saved;
+    return found;
+}
+
+/* A relayed socket that is connected: the kernel answers a second connect
+ * (0 once after a non-blocking connect completed, then EISCONN: the
+ * address is not even looked at). */
+static int connected_through_relay(int fd)
+{
+    if (__atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
+        return 0;
+    pthread_mutex_lock(&lock);
+    struct relayed *e = lookup(fd);
+    int found = e && !e->error;
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+int ws_relay_getpeername(int fd, struct sockaddr *addr, socklen_t *len, int *ret)
+{
+    if (__atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
+        return 0;
+    int saved = errno;
+    struct sockaddr_storage peer;
+    socklen_t peer_len = 0;
+    pthread_mutex_lock(&lock);
+    struct relayed *e = lookup(fd);
+    if (e && !e->error) {
+        peer = e->peer;
+        peer_len = e->peer_len;
+    }
+    pthread_mutex_unlock(&lock);
+    errno = saved;
+    if (!peer_len)
+        return 0;
+    /* The kernel still decides whether there is a peer at all (ENOTCONN
+     * after a reset, EFAULT, EINVAL): only the address is ours. */
+    struct sockaddr_storage real;
+    socklen_t real_len = sizeof real;
+    if (!len || ws_real_getpeername(fd, (struct sockaddr *)&real, &real_len) != 0
+        || (addr == NULL && *len > 0)) {
+        *ret = ws_real_getpeername(fd, addr, len);
+        return 1;
+    }
+    socklen_t room = *len;
+    memcpy(addr, &peer, room < peer_len ? room : peer_len);
+    *len = peer_len;
+    *ret = 0;
+    return 1;
+}
+
+void ws_relay_closing(int fd)
+{
+    if (__atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
+        return;
+    pthread_mutex_lock(&lock);
+    if (fd >= 0 && fd < table_size && table[fd].used)
+        drop(fd);
+    pthread_mutex_unlock(&lock);
+}
+
+void ws_relay_duplicated(int oldfd, int newfd)
+{
+    if (oldfd == newfd || newfd < 0 || __atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
+        return;
+    pthread_mutex_lock(&lock);
+    if (newfd < table_size && table[newfd].used)
+        drop(newfd);        /* dup2/dup3 replaced it */
+    struct relayed *e = lookup(oldfd);
+    struct relayed copy;
+    int found = e != NULL;
+    if (found)
+        copy = *e;
+    pthread_mutex_unlock(&lock);
+    if (found)
+        remember(newfd, (struct sockaddr *)&copy.peer, copy.peer_len, copy.error);
+}
+
+/* ---- connect ---- */
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Waits for `events` on `fd` until `deadline`: 0, ETIMEDOUT or poll's errno. */
+static int wait_for(int fd, short events, long long deadline)
+{
+    for (;;) {
+        long long left = deadline - now_ms();
+        if (left <= 0)
+            return ETIMEDOUT;
+        struct pollfd p = { .fd = fd, .events = events };
+        int n = poll(&p, 1, (int)left);
+        if (n > 0)
+            return 0;
+        if (n < 0 && errno != EINTR)
+            return errno;
+    }
+}
+
+/* Reads exactly `n` bytes (no more: the rest is the application's) by
+ * `deadline`. 0, ETIMEDOUT, ECONNRESET at end of stream, or recv's errno.
+ * `check` rejects a bad prefix as soon as it has arrived. */
+static int read_exactly(int fd, uint8_t *buf, size_t n, long long deadline,
+                        int (*check)(const uint8_t *, size_t))
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = recv(fd, buf + got, n - got, MSG_DONTWAIT);
+        if (r > 0) {
+            got += (size_t)r;
+            if (check && check(buf, got) != 0)
+                return EPROTO;
+            continue;
+        }
+        if (r == 0)
+            return ECONNRESET;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return errno;
+        int err = wait_for(fd, POLLIN, deadline);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const uint8_t *buf, size_t n, long long deadline)
+{
+    size_t sent = 0;
+    while (sent < n) {
+        ssize_t w = send(fd, buf + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            sent += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return errno;
+        int err = wait_for(fd, POLLOUT, deadline);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+/* The relay's address in the family of the socket: an IPv4 relay from an
+ * IPv6 socket is its IPv4-mapped address. 0 or -1. */
+static int relay_address(int k, int family, struct sockaddr_storage *out, socklen_t *len)
+{
+    const struct relay *r = &relays[k];
+    if (r->addr.ss_family == family) {
+        *out = r->addr;
+        *len = r->len;
+        return 0;
+    }
+    if (family != AF_INET6)
+        return -1;
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)&r->addr;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+    memset(out, 0, sizeof *out);
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = s4->sin_port;
+    s6->sin6_addr.s6_addr[10] = s6->sin6_addr.s6_addr[11] = 0xff;
+    memcpy(&s6->sin6_addr.s6_addr[12], &s4->sin_addr, 4);
+    *len = sizeof *s6;
+    return 0;
+}
+
+enum stage { CONNECTING_NOW, CONNECTING, PREAMBLE, REPLY, REFUSED };
+static const char *stage_names[] = {
+    "connect()", "connecting", "sending the preamble", "waiting for the reply", "refused",
+};
+
+/* The relay handshake on `fd` (non-blocking now): 0 or an errno; `*stage`
+ * says where it stopped, `*reason` the relay's reason code if it refused. */
+static int handshake(int fd, const struct sockaddr *relay, socklen_t rlen, const struct sockaddr *dst,
+                     socklen_t dlen, long long deadline, enum stage *stage, int *reason)
+{
+    *stage = CONNECTING_NOW;
+    if (ws_real_connect(fd, relay, rlen) != 0) {
+        if (errno != EINPROGRESS)
+            return errno;
+        *stage = CONNECTING;
+        int err = wait_for(fd, POLLOUT, deadline);
+        if (err)
+            return err;
+        socklen_t elen = sizeof err;
+        if (ws_real_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+            return errno;
+        if (err)
+            return err;
+    }
+    *stage = PREAMBLE;
+    struct sockaddr_storage src;
+    socklen_t slen = sizeof src;
+    uint8_t preamble[WS_PREAMBLE_LEN];
+    if (getsockname(fd, (struct sockaddr *)&src, &slen) != 0)
+        return errno;
+    if (ws_preamble_encode(preamble, WS_KIND_CONNECT, dst, dlen, (struct sockaddr *)&src, slen) != 0)
+        return EINVAL;
+    int err = write_all(fd, preamble, sizeof preamble, deadline);
+    if (err)
+        return err;
+    *stage = REPLY;
+    uint8_t reply[WS_REPLY_LEN];
+    err = read_exactly(fd, reply, sizeof reply, deadline, NULL);
+    if (err)
+        return err;
+    err = ws_reply_errno(reply, reason);
+    if (err && *reason > 0)
+        *stage = REFUSED;
+    return err;
+}
+
+int ws_relay_connect(int fd, const struct sockaddr *addr, socklen_t len, int *ret)
+{
+    if (nrelay == 0)
+        return 0;
+    int caller_errno = errno, err;
+    if (ws_relay_take_error(fd, &err)) {        /* connect again after a failed one: its error */
+        *ret = -1;
+        errno = err;
+        return 1;
+    }
+    int cluster = ws_peer_cluster(addr, len);
+    if (cluster < 0 || connected_through_relay(fd))
+        goto pass;
+    int proto = 0, domain = 0;
+    socklen_t olen = sizeof proto;
+    if (ws_real_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &olen) != 0 || proto != IPPROTO_TCP)
+        goto pass;
+    olen = sizeof domain;
+    if (ws_real_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &olen) != 0 || domain != addr->sa_family)
+        goto pass;                      /* the kernel's answer (EAFNOSUPPORT, ...) */
+    uint16_t port = addr->sa_family == AF_INET ? ((const struct sockaddr_in *)addr)->sin_port
+                                               : ((const struct sockaddr_in6 *)addr)->sin6_port;
+    if (port == 0)
+        goto pass;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0)
+        goto pass;
+    int k = ws_relay_select(nrelay, addr, len);
+    struct sockaddr_storage relay;
+    socklen_t rlen;
+    char where[80];
+    ws_format_address(addr, len, where, sizeof where);
+    if (relay_address(k, domain, &relay, &rlen) != 0) {
+        ws_log("cannot relay %s: relay %d (%s) is IPv6 and the socket IPv4", where, k, relays[k].text);
+        *ret = -1;
+        errno = EAFNOSUPPORT;
+        return 1;
+    }
+    int nonblocking = (flags & O_NONBLOCK) != 0;
+    /* The whole handshake runs non-blocking against one deadline; a blocking
+     * socket gets its flags back before connect() returns. */
+    if (!nonblocking && fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+        goto pass;
+    long long start = now_ms();
+    enum stage stage;
+    int reason = 0;
+    err = handshake(fd, (struct sockaddr *)&relay, rlen, addr, len, start + timeout_ms, &stage, &reason);
+    if (!nonblocking) {
+        /* A connect that completed while non-blocking leaves the socket
+         * "connecting" until connect is called again (then 0, later EISCONN);
+         * a blocking connect leaves it connected: settle it as one. */
+        if (err == 0)
+            ws_real_connect(fd, (struct sockaddr *)&relay, rlen);
+        fcntl(fd, F_SETFL, flags);
+    }
+    long long took = now_ms() - start;
+
+    if (err == 0) {
+        remember(fd, addr, len, 0);
+        WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms", fd, where, k,
+                 relays[k].text, took);
+        ws_socket_connected(fd, addr, len, "relayed to");
+        *ret = nonblocking ? -1 : 0;
+        errno = nonblocking ? EINPROGRESS : caller_errno;
+        return 1;
+    }
+    if (stage == REFUSED) {
+        WS_DEBUG(1, "fd %d to %s: relay %d (%s) refused: %s (%d), %s", fd, where, k, relays[k].text,
+                 ws_reason_name(reason), reason, strerrorname_np(err));
+    } else if (stage == CONNECTING_NOW && (err == EISCONN || err == EALREADY || err == EBADF
+                                            || err == EADDRINUSE || err == EINVAL)) {
+        *ret = -1;                      /* the socket's state, not the relay: the kernel's answer */
+        errno = err;
+        return 1;
+    } else if (!__atomic_exchange_n(&relays[k].reported, 1, __ATOMIC_RELAXED)) {
+        /* Printed without being asked, once per relay: the MPI library will
+         * only report the destination, which is not what failed. */
+        ws_log("relay %d (%s) failed while %s for %s after %lld ms: %s%s; connects through it fail "
+               "with that error", k, relays[k].text, stage_names[stage], where, took,
+               err == EPROTO ? "malformed reply" : strerror(err),
+               err == ETIMEDOUT ? " (" WM_ENV_RELAY_TIMEOUT ")" : "");
+    } else {
+        WS_DEBUG(1, "fd %d to %s: relay %d (%s) failed while %s: %s", fd, where, k, relays[k].text,
+                 stage_names[stage], strerrorname_np(err));
+    }
+    if (stage == CONNECTING_NOW) {      /* never connected: nothing to undo */
+        *ret = -1;
+        errno = err;
+        return 1;
+    }
+    /* Undo the connection to the relay, as a failed connect leaves the socket. */
+    struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+    ws_real_connect(fd, &unspec, sizeof unspec);
+    int reset;                          /* the disconnect's own ECONNRESET is not the application's */
+    socklen_t rlen2 = sizeof reset;
+    ws_real_getsockopt(fd, SOL_SOCKET, SO_ERROR, &reset, &rlen2);
+    *ret = -1;
+    if (nonblocking) {
+        remember(fd, addr, len, err);
+        errno = EINPROGRESS;
+    } else {
+        errno = err;
+    }
+    return 1;
+pass:
+    errno = caller_errno;
+    return 0;
+}
+
+/* ---- accept ---- */
+
+static int check_delivery(const uint8_t *buf, size_t n)
+{
+    const char *why;
+    return ws_preamble_check(buf, n, WS_KIND_DELIVER, &why);
+}
+
+/* The original source in the family of the accepted socket; 0 or -1. */
+static int in_family(int family, struct sockaddr_storage *a, socklen_t *len)
+{
+    if (a->ss_family == family)
+        return 0;
+    if (family == AF_INET6) {           /* an IPv4 source on a dual-stack socket */
+        struct sockaddr_in s4 = *(struct sockaddr_in *)a;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)a;
+        memset(a, 0, sizeof *a);
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = s4.sin_port;
+        s6->sin6_addr.s6_addr[10] = s6->sin6_addr.s6_addr[11] = 0xff;
+        memcpy(&s6->sin6_addr.s6_addr[12], &s4.sin_addr, 4);
+        *len = sizeof *s6;
+        return 0;
+    }
+    return -1;                          /* an IPv6 source cannot show on an IPv4 socket */
+}
+
+int ws_relay_accepted(int fd, struct sockaddr *addr, socklen_t *len, socklen_t room,
+                      struct sockaddr_storage *peer, socklen_t *peer_len)
+{
+    char relay[96];
+    if ((nrelay == 0 && nsource == 0)
+        || !is_relay_address((struct sockaddr *)peer, *peer_len, relay, sizeof relay))
+        return 0;
+    int saved = errno;
+    uint8_t buf[WS_PREAMBLE_LEN] = { 0 };
+    long long start = now_ms();
+    int err = read_exactly(fd, buf, sizeof buf, start + DELIVERY_WAIT_MS, check_delivery);
+    const char *why = NULL;
+    struct sockaddr_storage dst, src;
+    socklen_t dlen, slen;
+    if (err == 0 && ws_preamble_decode(buf, WS_KIND_DELIVER, &dst, &dlen, &src, &slen, &why) == 0
+        && in_family(peer->ss_family, &src, &slen) != 0)
+        why = "an IPv6 source on an IPv4 socket";
+    if (err || why) {
+        if (err == EPROTO)
+            ws_preamble_check(buf, sizeof buf, WS_KIND_DELIVER, &why);
+        WS_DEBUG(1, "fd %d from %s dropped: %s", fd, relay,
+                 why ? why : err == ETIMEDOUT ? "no delivery preamble within 2 s"
+                 : err == ECONNRESET ? "closed before the end of the delivery preamble"
+                                     : strerror(err));
+        ws_real_close(fd);
+        errno = saved;
+        return -1;
+    }
+    remember(fd, (struct sockaddr *)&src, slen, 0);
+    if (addr && len) {
+        memcpy(addr, &src, room < slen ? room : slen);
+        *len = slen;
+    }
+    *peer = src;
+    *peer_len = slen;
+    if (ws_debug >= 1) {
+        char original[80];
+        ws_log("fd %d from %s: delivered from %s", fd, relay,
+               ws_format_address((struct sockaddr *)&src, slen, original, sizeof original));
+    }
+    errno = saved;
+    return 1;
+}
