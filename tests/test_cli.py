@@ -56,4 +56,6 @@ def test_demo_runs_pingpong_and_collectives_and_cleans_up():
     assert re.search(r"b0 \(across the WAN\)\s+\d", done.stdout)
     for op in ("bcast", "allreduce"):
         assert re.search(rf"^{op}\s+[\d.]+ s\s+[\d.]+ s\s+[\d.]+x\s+[\d.]+ s$", done.stdout, re.M), done.stdout
+    assert re.search(r"^time per iteration\s+[\d.]+ ms\s+[\d.]+ ms\s+[\d.]+x$", done.stdout, re.M), done.stdout
+    assert re.search(r"^TCP timeouts \(RTO\)\s+\d+\s+\d+$", done.stdout, re.M), done.stdout
     assert net.State.load() is None

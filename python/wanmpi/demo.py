@@ -4,14 +4,16 @@ Bring up the default two-cluster testbed, run a ping-pong between rank 0 and a
 node of its own cluster and a node across the WAN with Open MPI and MPICH
 (latency and bandwidth beside the configured link, and what the emulated WAN
 carried), then a 4 MiB broadcast and allreduce over all nodes with Open MPI
-alone and with libwanmpi, beside the lower bound.
+alone and with libwanmpi, beside the lower bound, and the all-to-all pattern
+of NAS IS with Open MPI alone and with wanmpi's paced, scheduled all-to-all,
+with the TCP retransmissions behind the difference.
 """
 from __future__ import annotations
 
 import re
 import tempfile
 
-from . import bench_coll, emulator, launch, net, paths, topo, units
+from . import bench_coll, bench_pacing, emulator, launch, net, paths, topo, units
 
 PINGPONG = "pingpong"
 
@@ -45,12 +47,16 @@ def run(topology_path: str | None = None) -> int:
         print()
         if collectives(t) != 0:
             return 1
+        print()
+        if alltoall(t) != 0:
+            return 1
     finally:
         if built:
             net.teardown(net.State.load())
     print("\nA WAN crossing costs the configured delay per message; libwanmpi's pipelined "
           "multi-lane collectives\nkeep every NIC busy instead (docs/libwanmpi.md, "
-          "`wanmpi bench coll` for the full comparison).")
+          "`wanmpi bench coll` for the full comparison), and its all-to-all\npaces every flow so "
+          "that no queue overflows (docs/pacing.md, `wanmpi bench pacing`).")
     return 0
 
 
@@ -76,6 +82,24 @@ def collectives(t: topo.Topology) -> int:
         bound = bench_coll.lower_bound(t, op, ours["bytes"], ours["ranks"], delay_ms)
         print(f"{op:<26}{alone['median_s']:>14.3f} s{ours['median_s']:>14.3f} s"
               f"{alone['median_s'] / ours['median_s']:>9.1f}x{bound:>11.3f} s")
+    return 0
+
+
+def alltoall(t: topo.Topology) -> int:
+    """The IS pattern with Open MPI alone and with wanmpi (bench/patterns)."""
+    rows = {}
+    for variant in ("ompi", "wanmpi"):
+        try:
+            rows[variant] = bench_pacing.run_job(t, bench_pacing.VARIANTS[variant], "is", 600)
+        except bench_coll.BenchError as e:
+            print(f"wanmpi demo: {e}")
+            return 1
+    print(f"{'IS all-to-all (128 KiB/pair)':<30}{'Open MPI alone':>16}{'with wanmpi':>14}{'speed-up':>10}")
+    (alone, alone_tcp, _), (ours, ours_tcp, _) = rows["ompi"], rows["wanmpi"]
+    print(f"{'time per iteration':<30}{alone['per_iter_s'] * 1e3:>13.1f} ms{ours['per_iter_s'] * 1e3:>11.1f} ms"
+          f"{alone['per_iter_s'] / ours['per_iter_s']:>9.1f}x")
+    print(f"{'TCP timeouts (RTO)':<30}{alone_tcp.total.rto:>16}{ours_tcp.total.rto:>14}")
+    print(f"{'retransmitted segments':<30}{alone_tcp.total.retrans_segs:>16}{ours_tcp.total.retrans_segs:>14}")
     return 0
 
 
