@@ -1,4 +1,5 @@
 #include "cluster.h"
+#include "../common/network.h"
 #include "../common/log.h"
 #include "../common/settings.h"
 
@@ -77,25 +78,11 @@ struct cidr { uint32_t net, mask; };
 
 static struct cidr parse_cidr(const char *spec, const char *s, size_t len)
 {
-    char text[64];
-    if (len >= sizeof text)
-        wm_fatal("%s=%s: '%.*s' is not an IPv4 network", WM_ENV_CLUSTER_MAP, spec, (int)len, s);
-    memcpy(text, s, len);
-    text[len] = 0;
-    char *slash = strchr(text, '/');
-    long bits = 32;
-    if (slash) {
-        char *stop;
-        *slash = 0;
-        bits = strtol(slash + 1, &stop, 10);
-        if (stop == slash + 1 || *stop || bits < 0 || bits > 32)
-            wm_fatal("%s=%s: '%.*s' has a bad prefix length", WM_ENV_CLUSTER_MAP, spec, (int)len, s);
-    }
-    struct in_addr a;
-    if (inet_pton(AF_INET, text, &a) != 1)
-        wm_fatal("%s=%s: '%.*s' is not an IPv4 network", WM_ENV_CLUSTER_MAP, spec, (int)len, s);
-    uint32_t mask = bits == 0 ? 0 : htonl(~0u << (32 - bits));
-    return (struct cidr){ a.s_addr & mask, mask };
+    struct wm_network n;
+    int problem = wm_network_parse(s, len, &n);
+    if (problem)
+        wm_fatal("%s=%s: '%.*s' %s", WM_ENV_CLUSTER_MAP, spec, (int)len, s, wm_network_problem(problem));
+    return (struct cidr){ n.net, n.mask };
 }
 
 /* "a=198.18.0.0/24;b=198.18.1.0/24,10.1.0.0/16" -> the cluster whose networks

@@ -9,6 +9,7 @@
  * networks belongs to the longest prefix. Written once by ws_clusters_load
  * (under ws_init's pthread_once), read-only afterwards: no lock needed. */
 #include "shim.h"
+#include "../common/network.h"
 #include "../common/settings.h"
 
 #include <arpa/inet.h>
@@ -65,29 +66,15 @@ static int valid_name(const char *name, size_t len)
 
 static int add_network(const char *spec, const char *s, size_t len, int cluster)
 {
-    char text[64];
-    if (len >= sizeof text)
-        return fail(spec, "'%.*s' is not an IPv4 network", (int)len, s);
-    memcpy(text, s, len);
-    text[len] = 0;
-    char *slash = strchr(text, '/');
-    long bits = 32;
-    if (slash) {
-        char *stop;
-        *slash = 0;
-        bits = strtol(slash + 1, &stop, 10);
-        if (stop == slash + 1 || *stop || bits < 0 || bits > 32)
-            return fail(spec, "'%.*s' has a bad prefix length", (int)len, s);
-    }
-    struct in_addr a;
-    if (inet_pton(AF_INET, text, &a) != 1)
-        return fail(spec, "'%.*s' is not an IPv4 network", (int)len, s);
+    struct wm_network n;
+    int problem = wm_network_parse(s, len, &n);
+    if (problem)
+        return fail(spec, "'%.*s' %s", (int)len, s, wm_network_problem(problem));
     struct network *grown = realloc(networks, (size_t)(nnetwork + 1) * sizeof *networks);
     if (!grown)
         return fail(spec, "out of memory");
     networks = grown;
-    uint32_t mask = bits == 0 ? 0 : htonl(~0u << (32 - bits));
-    networks[nnetwork++] = (struct network){ a.s_addr & mask, mask, (int)bits, cluster };
+    networks[nnetwork++] = (struct network){ n.net, n.mask, n.bits, cluster };
     return 0;
 }
 
