@@ -13,7 +13,8 @@ MPICH_CC := $(VENV)/bin/mpicc
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc dropbear-bin openssh-client
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
-	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c
+	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c \
+	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c
 FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90
 OPENMPI_FC := /usr/bin/mpif90.openmpi
 MPICH_FC := build/mpich-fortran/bin/mpif90
@@ -84,8 +85,12 @@ build/openmpi/%: bench/%.c | apt
 	@mkdir -p $(@D); $(OPENMPI_CC) $(CFLAGS) -o $@ $<
 build/openmpi/%: tests/programs/%.c | apt
 	@mkdir -p $(@D); $(OPENMPI_CC) $(CFLAGS) -o $@ $<
+build/openmpi/%: bench/kernels/%.c bench/kernels/kernel.h bench/kernels/multipart.h | apt
+	@mkdir -p $(@D); $(OPENMPI_CC) $(CFLAGS) -o $@ $< -lm
 build/mpich/%: bench/%.c | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $<
+build/mpich/%: bench/kernels/%.c bench/kernels/kernel.h bench/kernels/multipart.h | venv
+	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $< -lm
 build/mpich/%: tests/programs/%.c | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $<
 

@@ -1,0 +1,57 @@
+"""The NAS-like kernels (bench/kernels/) on localhost, no testbed: each one,
+with Open MPI and MPICH on 8 ranks, class S, must print its JSON line with
+"check": "ok" (every received element and every reduction was checked inside
+the program); a bad argument must give a non-zero exit and the usage."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import REPO, program
+
+KERNELS = ["cg", "mg", "bt", "sp", "ep"]
+RANKS = 8
+
+
+def launcher(mpi: str) -> tuple[list[str], dict]:
+    if mpi == "openmpi":
+        return (["/usr/bin/mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np", str(RANKS),
+                 "--mca", "btl", "tcp,self", "--mca", "mpi_yield_when_idle", "1"], {})
+    return ([str(REPO / ".venv/bin/mpiexec"), "-n", str(RANKS)], {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"})
+
+
+def run(mpi: str, kernel: str, *args: str) -> subprocess.CompletedProcess:
+    cmd, env = launcher(mpi)
+    return subprocess.run([*cmd, program(mpi, kernel), *args], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_kernel_class_s_checks_ok(mpi, kernel):
+    p = run(mpi, kernel, "--class", "S")
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, p.stdout
+    r = lines[0]
+    assert r["kernel"] == kernel and r["class"] == "S" and r["ranks"] == RANKS
+    assert r["check"] == "ok"
+    assert r["iters"] >= 1 and r["seconds"] > 0 and r["per_iter_s"] > 0
+
+
+@pytest.mark.parametrize("kernel,args,message", [
+    ("cg", ["--class", "C"], "--class must be S, A or B"),
+    ("mg", ["--iters", "0"], "--iters must be an integer"),
+    ("bt", ["--iters", "ten"], "--iters must be an integer"),
+    ("sp", ["--bogus"], "unknown or incomplete option --bogus"),
+    ("ep", ["--class"], "unknown or incomplete option --class"),
+])
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_kernel_bad_argument_gives_usage(mpi, kernel, args, message):
+    p = run(mpi, kernel, *args)
+    assert p.returncode != 0
+    assert message in p.stderr and f"usage: {kernel} " in p.stderr, p.stderr[-2000:]
+    assert '"check"' not in p.stdout
