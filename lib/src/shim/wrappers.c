@@ -171,17 +171,20 @@ static int accept_again(int listener)
     return 0;
 }
 
-WS_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+/* accept and accept4: the real call, then the relay repair of what it
+ * returned; a relayed connection with a bad preamble is dropped and the
+ * next one taken (or EAGAIN on a non-blocking listener). */
+static int accept_repaired(int fd, struct sockaddr *addr, socklen_t *len, int flags, int four)
 {
-    WS_MAP_OR_FAIL(accept);
+    const char *name = four ? "accept4" : "accept";
     socklen_t room = addr && len ? *len : 0;
     int ret, saved;
     do {
         if (addr && len)
             *len = room;
-        ret = real_accept(fd, addr, len);
+        ret = four ? real_accept4(fd, addr, len, flags) : real_accept(fd, addr, len);
         saved = errno;
-        if (ret >= 0 && accepted(fd, ret, addr, len, room, "accept") < 0) {
+        if (ret >= 0 && accepted(fd, ret, addr, len, room, name) < 0) {
             ret = -1;
             if (accept_again(fd))
                 continue;
@@ -190,33 +193,21 @@ WS_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
         break;
     } while (1);
     if (ret < 0 && ws_debug >= 2 && saved != EAGAIN && saved != EWOULDBLOCK)
-        ws_log("accept(%d) = -1 %s", fd, errno_name(ret, saved));
+        ws_log("%s(%d) = -1 %s", name, fd, errno_name(ret, saved));
     errno = saved;
     return ret;
+}
+
+WS_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    WS_MAP_OR_FAIL(accept);
+    return accept_repaired(fd, addr, len, 0, 0);
 }
 
 WS_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
     WS_MAP_OR_FAIL(accept4);
-    socklen_t room = addr && len ? *len : 0;
-    int ret, saved;
-    do {
-        if (addr && len)
-            *len = room;
-        ret = real_accept4(fd, addr, len, flags);
-        saved = errno;
-        if (ret >= 0 && accepted(fd, ret, addr, len, room, "accept4") < 0) {
-            ret = -1;
-            if (accept_again(fd))
-                continue;
-            saved = EAGAIN;
-        }
-        break;
-    } while (1);
-    if (ret < 0 && ws_debug >= 2 && saved != EAGAIN && saved != EWOULDBLOCK)
-        ws_log("accept4(%d) = -1 %s", fd, errno_name(ret, saved));
-    errno = saved;
-    return ret;
+    return accept_repaired(fd, addr, len, flags, 1);
 }
 
 /* Neither calls ws_init: pacing.c's adoption of open sockets calls
