@@ -107,18 +107,30 @@ class FakeRelay:
         self.refuse, self.reply, self.silent, self.reply_delay = refuse, reply, silent, reply_delay
         self.seen: list[dict] = []
         self.stopping = threading.Event()
-        self.listeners = []
+        self.listeners, self.acceptors = [], []
         for ip in ips:
             s = socket.create_server((ip, 0), backlog=64)
             self.listeners.append(s)
-            threading.Thread(target=self._accept, args=(len(self.listeners) - 1, s), daemon=True).start()
+            t = threading.Thread(target=self._accept, args=(len(self.listeners) - 1, s), daemon=True)
+            t.start()
+            self.acceptors.append(t)
         self.endpoints = ",".join(f"{ip}:{port}" for ip, port in (s.getsockname() for s in self.listeners))
 
 
     def close(self) -> None:
+        # shutdown() wakes an accept() blocked in another thread; close() alone
+        # would leave it waiting on a descriptor number that the next relay's
+        # listener may reuse, and that thread would serve the next test's
+        # connections (seen: a relayed connect missing from `seen`)
         self.stopping.set()
         for s in self.listeners:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             s.close()
+        for t in self.acceptors:
+            t.join(timeout=5)
 
     def __enter__(self):
         return self
