@@ -781,8 +781,9 @@ async fn hostile_peers_are_cut_off_without_harm() {
     let outside = w.b().outside;
 
     // Right key, but a relay name b0 does not know: refused after authentication.
-    let (mut s, peer) = fake_peer(outside, KEY_A, "x9", "a").await;
-    assert!(peer.is_some());
+    // b0 may close before its own AUTH reaches us (it decides on ours), so
+    // whether we saw it authenticate is a race; b0's verdict is in its log.
+    let (mut s, _) = fake_peer(outside, KEY_A, "x9", "a").await;
     let mut rest = Vec::new();
     tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
         .await
