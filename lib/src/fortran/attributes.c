@@ -25,15 +25,18 @@ static void set(MPI_Fint *ierr, int rc)
         *ierr = (MPI_Fint)rc;
 }
 
-/* The MPI library's own Fortran function `name` (lower case, one underscore). */
-static void *next(const char *name)
+/* The MPI library's own Fortran function `name` (lower case, one underscore),
+ * looked up once into `*cache`. */
+static void *next(void **cache, const char *name)
 {
-    void *f = dlsym(RTLD_NEXT, name);
-    if (!f) {
-        fprintf(stderr, "wanmpi: the MPI library has no Fortran function %s\n", name);
-        abort();
+    if (!*cache) {
+        *cache = dlsym(RTLD_NEXT, name);
+        if (!*cache) {
+            fprintf(stderr, "wanmpi: the MPI library has no Fortran function %s\n", name);
+            abort();
+        }
     }
-    return f;
+    return *cache;
 }
 
 #define FORTRAN_NAMES(lower, upper, params, args)                                               \
@@ -58,7 +61,8 @@ static int get(MPI_Fint *comm, MPI_Fint *keyval, long long *value, MPI_Fint *fla
 void mpi_comm_get_attr_(MPI_Fint *comm, MPI_Fint *keyval, MPI_Aint *value, MPI_Fint *flag, MPI_Fint *ierr)
 {
     if (!wm_attr_ours(*keyval)) {
-        ((get_fn *)next("mpi_comm_get_attr_"))(comm, keyval, value, flag, ierr);
+        static void *real;
+        ((get_fn *)next(&real, "mpi_comm_get_attr_"))(comm, keyval, value, flag, ierr);
         return;
     }
     long long v;
@@ -72,7 +76,8 @@ FORTRAN_NAMES(mpi_comm_get_attr, MPI_COMM_GET_ATTR,
 void mpi_attr_get_(MPI_Fint *comm, MPI_Fint *keyval, MPI_Fint *value, MPI_Fint *flag, MPI_Fint *ierr)
 {
     if (!wm_attr_ours(*keyval)) {
-        ((get_fn *)next("mpi_attr_get_"))(comm, keyval, value, flag, ierr);
+        static void *real;
+        ((get_fn *)next(&real, "mpi_attr_get_"))(comm, keyval, value, flag, ierr);
         return;
     }
     long long v;
@@ -86,7 +91,8 @@ FORTRAN_NAMES(mpi_attr_get, MPI_ATTR_GET,
 void mpi_comm_set_attr_(MPI_Fint *comm, MPI_Fint *keyval, MPI_Aint *value, MPI_Fint *ierr)
 {
     if (!wm_attr_ours(*keyval)) {
-        ((put_fn *)next("mpi_comm_set_attr_"))(comm, keyval, value, ierr);
+        static void *real;
+        ((put_fn *)next(&real, "mpi_comm_set_attr_"))(comm, keyval, value, ierr);
         return;
     }
     set(ierr, wm_attr_put(MPI_Comm_f2c(*comm), *keyval, (long long)*value));
@@ -97,7 +103,8 @@ FORTRAN_NAMES(mpi_comm_set_attr, MPI_COMM_SET_ATTR,
 void mpi_attr_put_(MPI_Fint *comm, MPI_Fint *keyval, MPI_Fint *value, MPI_Fint *ierr)
 {
     if (!wm_attr_ours(*keyval)) {
-        ((put_fn *)next("mpi_attr_put_"))(comm, keyval, value, ierr);
+        static void *real;
+        ((put_fn *)next(&real, "mpi_attr_put_"))(comm, keyval, value, ierr);
         return;
     }
     set(ierr, wm_attr_put(MPI_Comm_f2c(*comm), *keyval, (long long)*value));
@@ -108,7 +115,8 @@ FORTRAN_NAMES(mpi_attr_put, MPI_ATTR_PUT,
 void mpi_comm_delete_attr_(MPI_Fint *comm, MPI_Fint *keyval, MPI_Fint *ierr)
 {
     if (!wm_attr_ours(*keyval)) {
-        ((delete_fn *)next("mpi_comm_delete_attr_"))(comm, keyval, ierr);
+        static void *real;
+        ((delete_fn *)next(&real, "mpi_comm_delete_attr_"))(comm, keyval, ierr);
         return;
     }
     set(ierr, wm_attr_delete(MPI_Comm_f2c(*comm), *keyval));

@@ -36,13 +36,13 @@ static int maxrate_value, matb_value, matb_put;     /* KB/s, what get points to 
 
 int wm_attr_init(void)
 {
+    if (WANMPI_MATB != MPI_KEYVAL_INVALID)      /* every attribute call passes here: cheap first */
+        return MPI_SUCCESS;
     int initialized = 0, finalized = 0;
     PMPI_Initialized(&initialized);
     PMPI_Finalized(&finalized);
     if (!initialized || finalized)
         return MPI_ERR_OTHER;
-    if (WANMPI_MATB != MPI_KEYVAL_INVALID)
-        return MPI_SUCCESS;
     int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &WANMPI_MAXRATE, NULL);
     if (rc == MPI_SUCCESS)
         rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &WANMPI_MATB, NULL);
