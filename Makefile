@@ -15,7 +15,8 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-esse
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c
-FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90
+FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90 \
+	bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90
 OPENMPI_FC := /usr/bin/mpif90.openmpi
 MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
@@ -105,6 +106,12 @@ build/openmpi/pacecheck_f90: tests/programs/pacecheck_f90.f90 build/lib/libwanmp
 build/mpich/pacecheck_f90: tests/programs/pacecheck_f90.f90 build/lib/libwanmpi-mpich.so $(MPICH_FC)
 	@mkdir -p $(@D); $(MPICH_FC) $(FFLAGS) -w -J $(@D) -o $@ $< -Lbuild/lib -lwanmpi-mpich \
 		-Wl,-rpath,$(CURDIR)/build/lib
+# The Fortran kernels include bench/kernels/kernel_f.inc (one compilation
+# unit each); -fwrapv: EP's splitmix64 relies on wrapping 64-bit products.
+build/openmpi/%: bench/kernels/%.f90 bench/kernels/kernel_f.inc | apt
+	@mkdir -p $(@D); $(OPENMPI_FC) $(FFLAGS) -fwrapv -Ibench/kernels -J $(@D) -o $@ $<
+build/mpich/%: bench/kernels/%.f90 bench/kernels/kernel_f.inc $(MPICH_FC)
+	@mkdir -p $(@D); $(MPICH_FC) $(FFLAGS) -w -fwrapv -Ibench/kernels -J $(@D) -o $@ $<
 build/openmpi/%: tests/programs/%.f90 | apt
 	@mkdir -p $(@D); $(OPENMPI_FC) $(FFLAGS) -J $(@D) -o $@ $<
 build/openmpi/%: tests/programs/%.f | apt

@@ -1,7 +1,8 @@
 """The NAS-like kernels (bench/kernels/) on localhost, no testbed: each one,
 with Open MPI and MPICH on 8 ranks, class S, must print its JSON line with
 "check": "ok" (every received element and every reduction was checked inside
-the program); a bad argument must give a non-zero exit and the usage."""
+the program); a bad argument must give a non-zero exit and the usage. The
+Fortran twins (cg_f90, ep_f90) are held to the same."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ import pytest
 
 from conftest import REPO, program
 
-KERNELS = ["cg", "mg", "bt", "sp", "ep"]
+KERNELS = ["cg", "mg", "bt", "sp", "ep", "cg_f90", "ep_f90"]
 RANKS = 8
 
 
@@ -48,6 +49,10 @@ def test_kernel_class_s_checks_ok(mpi, kernel):
     ("bt", ["--iters", "ten"], "--iters must be an integer"),
     ("sp", ["--bogus"], "unknown or incomplete option --bogus"),
     ("ep", ["--class"], "unknown or incomplete option --class"),
+    ("cg_f90", ["--class", "C"], "--class must be S, A or B"),
+    ("cg_f90", ["--iters", "0"], "--iters must be an integer"),
+    ("ep_f90", ["--iters", "ten"], "--iters must be an integer"),
+    ("ep_f90", ["--bogus"], "unknown or incomplete option --bogus"),
 ])
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_kernel_bad_argument_gives_usage(mpi, kernel, args, message):
