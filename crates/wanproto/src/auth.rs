@@ -35,6 +35,7 @@ pub const MIN_KEY_LEN: usize = 16;
 /// Longest accepted pre-shared key, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
 const AUTH_LABEL: &[u8] = b"wanproto trunk v1 auth";
+const EXPORT_LABEL: &[u8] = b"wanproto trunk v1 export";
 
 /// The pre-shared key of a relay deployment. Its `Debug` output does not
 /// show the key.
@@ -92,6 +93,24 @@ impl PresharedKey {
             .into_bytes();
         let mut out = [0u8; MAC_LEN];
         out.copy_from_slice(&bytes);
+        out
+    }
+
+    /// A secret derived from the key and an authenticated handshake:
+    /// `HMAC-SHA256(key, "wanproto trunk v1 export" || len(label) as u8 ||
+    /// label || H_i || H_a)`. Both ends of one trunk connection compute
+    /// the same value; a different connection (fresh nonces) or label gives
+    /// an unrelated one. `label` is at most 255 bytes (longer is cut).
+    pub fn export(&self, label: &[u8], initiator_hello: &[u8], acceptor_hello: &[u8]) -> [u8; 32] {
+        let label = &label[..label.len().min(255)];
+        let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC accepts keys of any length");
+        m.update(EXPORT_LABEL);
+        m.update(&[label.len() as u8]);
+        m.update(label);
+        m.update(initiator_hello);
+        m.update(acceptor_hello);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&m.finalize().into_bytes());
         out
     }
 

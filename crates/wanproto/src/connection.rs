@@ -382,6 +382,12 @@ pub enum Event {
     },
     /// The peer sent a graceful GOAWAY: open no more streams here.
     GoAway,
+    /// An RBUDP control message from the peer (hand it to
+    /// [`crate::rbudp::RbudpSession::handle_control`]).
+    Rbudp {
+        /// The message bytes.
+        message: Vec<u8>,
+    },
     /// The connection is closed: `None` after a graceful drain. Every stream
     /// still open is gone (reset the sockets that carried them). Keep
     /// calling `poll_transmit` until it returns nothing, then close the
@@ -1020,6 +1026,39 @@ impl TrunkConnection {
         self.fail(ConnectionError::LocallyClosed(code));
     }
 
+    /// Queues one RBUDP control message (an RBUDP frame, sent before any
+    /// stream data written after this call: [`crate::rbudp`] relies on it).
+    ///
+    /// # Errors
+    /// [`StreamError::ConnectionClosed`] before authentication, after the
+    /// connection closed, or if the message is empty or longer than
+    /// 65536 bytes.
+    pub fn send_rbudp(&mut self, message: &[u8]) -> Result<(), StreamError> {
+        if self.state != State::Established
+            || message.is_empty()
+            || message.len() > crate::frame::MAX_DATA_PAYLOAD
+        {
+            return Err(StreamError::ConnectionClosed);
+        }
+        self.push_frame(&Frame::Rbudp { payload: message });
+        if self.state == State::Closed {
+            return Err(StreamError::ConnectionClosed);
+        }
+        Ok(())
+    }
+
+    /// A 32-byte secret bound to this connection's authenticated handshake
+    /// and to `label` (HMAC-SHA256 of the key over the label and both
+    /// HELLOs: see [`PresharedKey::export`]); the same on both ends.
+    /// `None` before authentication.
+    pub fn export_secret(&self, label: &[u8]) -> Option<[u8; 32]> {
+        if self.peer.is_none() || self.state == State::Handshake {
+            return None;
+        }
+        let (hi, ha) = self.transcript();
+        Some(self.key.export(label, hi, ha))
+    }
+
     // ----- internals: input ---------------------------------------------
 
     fn handle_frame(&mut self, now: u64, f: Frame<'_>, raw: &[u8]) {
@@ -1135,6 +1174,9 @@ impl TrunkConnection {
             }
             Frame::GoAway { .. } => unreachable!("handled before"),
             Frame::Ping { payload } => self.pong_pending = Some(payload),
+            Frame::Rbudp { payload } => self.events.push_back(Event::Rbudp {
+                message: payload.to_vec(),
+            }),
             Frame::Pong { payload } => {
                 if let Some((seq, Some(sent))) = self.ping_outstanding {
                     if payload == seq.to_be_bytes() {

@@ -22,6 +22,7 @@
 //! | 0x20 | PING | 0 | 8 opaque bytes |
 //! | 0x21 | PONG | 0 | the 8 bytes of the PING it answers |
 //! | 0x22 | GOAWAY | 0 | u8 [`CloseCode`], u32 last stream id the sender accepted |
+//! | 0x30 | RBUDP | 0 | one RBUDP control message (1..=[`MAX_DATA_PAYLOAD`] bytes, [`crate::rbudp`]) |
 //!
 //! The decoder rejects a frame as soon as its header is wrong (unknown
 //! type, flags, stream id 0 or not 0, a length that is not allowed for the
@@ -69,6 +70,7 @@ const T_RESET: u8 = 0x15;
 const T_PING: u8 = 0x20;
 const T_PONG: u8 = 0x21;
 const T_GOAWAY: u8 = 0x22;
+const T_RBUDP: u8 = 0x30;
 
 /// A stream id: non-zero. Streams opened by the connection's initiator
 /// (the relay that connected) are odd, by the acceptor even.
@@ -219,6 +221,12 @@ pub enum Frame<'a> {
         /// accepted.
         last_stream: StreamId,
     },
+    /// One control message of the RBUDP transport ([`crate::rbudp`]),
+    /// opaque to the trunk: the trunk is the RBUDP control channel.
+    Rbudp {
+        /// The message (non-empty).
+        payload: &'a [u8],
+    },
 }
 
 /// What is wrong with a frame.
@@ -311,6 +319,7 @@ fn frame_rule(ty: u8) -> Option<(usize, usize, bool)> {
         T_RESET => (1, 1, true),
         T_PING | T_PONG => (8, 8, false),
         T_GOAWAY => (5, 5, false),
+        T_RBUDP => (1, MAX_DATA_PAYLOAD, false),
         _ => return None,
     })
 }
@@ -402,6 +411,7 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
             code: CloseCode::from_code(p[0]),
             last_stream: u32::from_be_bytes([p[1], p[2], p[3], p[4]]),
         },
+        T_RBUDP => Frame::Rbudp { payload: p },
         _ => return Err(FrameError::UnknownType(ty)),
     };
     Ok(Decoded::Complete(frame, total))
@@ -523,6 +533,7 @@ impl Frame<'_> {
                 Frame::Reset { .. } => 1,
                 Frame::Ping { .. } | Frame::Pong { .. } => 8,
                 Frame::GoAway { .. } => 5,
+                Frame::Rbudp { payload } => payload.len(),
             }
     }
 
@@ -530,7 +541,7 @@ impl Frame<'_> {
     ///
     /// # Panics
     /// If the frame is not encodable: a HELLO with an invalid name, a DATA
-    /// payload empty or longer than [`MAX_DATA_PAYLOAD`], or stream id 0 on
+    /// (or RBUDP) payload empty or longer than [`MAX_DATA_PAYLOAD`], or stream id 0 on
     /// a stream frame. These are bugs of the caller, never peer input; the
     /// connection state machine only encodes valid frames.
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -608,6 +619,15 @@ impl Frame<'_> {
                 header(out, T_GOAWAY, 0, 5);
                 out.push(code.code());
                 out.extend_from_slice(&last_stream.to_be_bytes());
+            }
+            Frame::Rbudp { payload } => {
+                assert!(
+                    !payload.is_empty() && payload.len() <= MAX_DATA_PAYLOAD,
+                    "RBUDP payload length {}",
+                    payload.len()
+                );
+                header(out, T_RBUDP, 0, payload.len());
+                out.extend_from_slice(payload);
             }
         }
     }

@@ -12,6 +12,8 @@
 //! * [`select`]: which trunk carries a new stream (by destination host, or
 //!   least loaded).
 //! * [`pacer`]: a token bucket for the WAN side.
+//! * [`rbudp`]: Reliable Blast UDP, the bulk transport for dedicated links:
+//!   blasts at a fixed rate over UDP, missing-packet bitmaps over the trunk.
 //! * [`reason`]: reason codes shared by the preamble reply and the trunk.
 //!
 //! Time is a `u64` count of nanoseconds on any monotone clock the caller
@@ -27,6 +29,7 @@ pub mod connection;
 pub mod frame;
 pub mod pacer;
 pub mod preamble;
+pub mod rbudp;
 pub mod reason;
 pub mod select;
 
@@ -38,6 +41,7 @@ pub use connection::{
 pub use frame::{Role, StreamId};
 pub use pacer::Pacer;
 pub use preamble::{Preamble, PreambleError, Reply};
+pub use rbudp::{RbudpConfig, RbudpEvent, RbudpSession, RbudpStats};
 pub use reason::{CloseCode, Reason};
 pub use select::{Policy, TrunkCandidate, TrunkSelector};
 

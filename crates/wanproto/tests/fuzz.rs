@@ -27,7 +27,7 @@ fn name() -> impl Strategy<Value = String> {
 fn frame_strategy() -> impl Strategy<Value = (u8, u32, Vec<u8>, SocketAddr, SocketAddr, u32, Hello)>
 {
     (
-        0u8..11,
+        0u8..12,
         1u32..40,
         proptest::collection::vec(any::<u8>(), 1..300),
         socket_addr(),
@@ -95,6 +95,7 @@ fn build(
         9 => Frame::Pong {
             payload: [data[0]; 8],
         },
+        10 => Frame::Rbudp { payload: data },
         _ => Frame::GoAway {
             code: CloseCode::from_code(data[0]),
             last_stream: stream,

@@ -124,7 +124,10 @@ impl App {
                 Event::StreamReset { stream, reason } => {
                     self.streams.get_mut(&stream).unwrap().reset = Some(reason)
                 }
-                Event::StreamWritable { .. } | Event::Authenticated(_) | Event::GoAway => {}
+                Event::StreamWritable { .. }
+                | Event::Authenticated(_)
+                | Event::GoAway
+                | Event::Rbudp { .. } => {}
                 Event::Closed { error } => panic!("connection closed: {error:?}"),
             }
         }
@@ -663,4 +666,62 @@ fn bytes_that_arrive_before_accept_are_announced_again_after_it() {
     assert!(p.run_until(SEC, |p| p
         .events_a
         .contains(&Event::StreamAccepted { stream: id })));
+}
+
+#[test]
+fn rbudp_frames_overtake_later_stream_data_and_secrets_match() {
+    let mut p = Pair::with_link(LinkParams::wan(), 12);
+    assert_eq!(
+        p.a.export_secret(b"rbudp"),
+        None,
+        "no secret before authentication"
+    );
+    assert!(
+        p.a.send_rbudp(b"x").is_err(),
+        "no RBUDP before authentication"
+    );
+    assert!(p.handshake());
+    let sa = p.a.export_secret(b"rbudp").unwrap();
+    assert_eq!(
+        Some(sa),
+        p.b.export_secret(b"rbudp"),
+        "both ends derive one secret"
+    );
+    assert_ne!(Some(sa), p.a.export_secret(b"other"));
+    let mut q = Pair::with_link(LinkParams::wan(), 13);
+    assert!(q.handshake());
+    assert_ne!(
+        Some(sa),
+        q.a.export_secret(b"rbudp"),
+        "fresh nonces, fresh secret"
+    );
+
+    let id = p.a.open_stream(dest(1), src()).unwrap();
+    assert!(p.run_until(SEC, |p| p.b.stream_count() == 1));
+    p.b.accept_stream(id).unwrap();
+    assert!(p.run_until(SEC, |p| p
+        .events_a
+        .contains(&Event::StreamAccepted { stream: id })));
+    // The announcement is queued before the bytes written after it: the
+    // peer sees it before it can read those bytes.
+    p.a.send_rbudp(b"announce").unwrap();
+    p.a.write(id, b"after").unwrap();
+    assert!(p.a.send_rbudp(&[]).is_err());
+    assert!(p.a.send_rbudp(&vec![0; 65_537]).is_err());
+    let mut seen_announce_first = false;
+    let mut buf = [0u8; 16];
+    assert!(p.run_until(SEC, |p| {
+        let announced = p.events_b.contains(&Event::Rbudp {
+            message: b"announce".to_vec(),
+        });
+        match p.b.read(id, &mut buf) {
+            Ok(ReadOutcome::Data(n)) => {
+                assert_eq!(&buf[..n], b"after");
+                seen_announce_first = announced;
+                true
+            }
+            _ => false,
+        }
+    }));
+    assert!(seen_announce_first);
 }
