@@ -27,7 +27,10 @@ def test_quick_bench_measures_the_emulator_near_its_settings_and_restores_them(t
     out = tmp_path / "emulator.json"
     done = wanmpi("bench", "emulator", "--quick", "--json", str(out), timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
-    r = json.loads(out.read_text())
+    document = json.loads(out.read_text())
+    assert document["format"] == "wanmpi-bench/1" and document["bench"] == "emulator"
+    assert document["git"]["commit"] and document["machine"]["cpus"] >= 1
+    r = document["summary"]
 
     for row in r["rtt"]:                     # the delay is there, and little else (the fastest
         if row["path"].startswith(("node", "router")):   # of 10: other jobs may share the CPUs)

@@ -10,7 +10,9 @@ def test_bench_net_measures_every_link_direction_against_its_configuration(two_c
     out = tmp_path / "net.json"
     done = wanmpi("bench", "net", "--seconds", "1.5", "--json", str(out), timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = json.loads(out.read_text())
+    document = json.loads(out.read_text())
+    assert document["format"] == "wanmpi-bench/1" and document["bench"] == "net"
+    rows = document["summary"]
     seen = {(r["what"], r["direction"]) for r in rows}
     assert seen == {("RTT", "a0->b0"), ("TCP 1 flow", "a0->b0"), ("TCP 4 flows", "a->b"),
                     ("RTT", "b0->a0"), ("TCP 1 flow", "b0->a0"), ("TCP 4 flows", "b->a")}

@@ -70,7 +70,10 @@ def test_bench_pacing_runs_measures_rtos_and_restores_the_testbed(two_clusters, 
     done = wanmpi("bench", "pacing", "--kernels", "lu,is", "--variants", "ompi,wanmpi", "--delays", "2",
                   "--cc", "cubic", "--reps", "1", "--json", str(out), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = json.loads(out.read_text())
+    document = json.loads(out.read_text())
+    assert document["format"] == "wanmpi-bench/1" and document["bench"] == "pacing"
+    assert document["counts"] == {"cases": 4, "ok": 4, "failed": 0}
+    rows = document["summary"]
     assert {(r["kernel"], r["variant"]) for r in rows} == {(k, v) for k in ("lu", "is") for v in ("ompi", "wanmpi")}
     assert all(r["cc"] == "cubic" and r["delay_ms"] == 2 and r["median_s"] > 0 and r["rto"][0] >= 0 for r in rows)
     assert "speed-up over Open MPI alone" in done.stdout

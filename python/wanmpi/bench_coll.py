@@ -1,8 +1,9 @@
 """`wanmpi bench coll`: WAN-aware collectives against the MPIs' own, side by side.
 
 For every one-way WAN delay asked for, every variant runs bench/collbench
-(one job per variant and delay: all operations and sizes) on the running
-testbed, and the table shows each median time, its ratio to the lower bound
+(one job per variant and delay: all operations and sizes; a case of
+bench_runner, whose result format the JSON follows, with the rows below as
+its summary) on the testbed, and the table shows each median time, its ratio to the lower bound
 of ../shared/design/collectives.md and the speed-up of wanmpi's multi-lane
 algorithms over every other variant:
 
@@ -10,18 +11,19 @@ algorithms over every other variant:
   allreduce  2 M (P-1) / (P b) + d, plus M/B when the WAN is the narrower pipe
 (b: a node's NIC rate, B: the WAN rate, d: one-way delay, P: ranks; raw rates,
 no header overhead deducted.) The emulator's drops and late releases during
-each job are recorded, so a result taken while the emulator fell behind shows.
+each job are recorded, so a result taken while the emulator fell behind shows;
+a job that fails is recorded as failed and the others still run.
 """
 from __future__ import annotations
 
-import json
 import re
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import emulator, launch, net, paths, units
+from .bench_runner import (BenchError, Case, Record, Runner, environment_summary, now_iso, result_document,
+                           run_job, write_json)
 from .topo import Topology
 
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
@@ -53,10 +55,6 @@ VARIANTS = {v.name: v for v in (
 REFERENCE = "wanmpi"
 DEFAULT_SIZES = "1K,16K,256K,1M,4M,8M"
 QUICK_SIZES = "1K,64K,1M"
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot run as asked; the message says why."""
 
 
 @dataclass
@@ -147,58 +145,68 @@ def require_testbed(topo: Topology) -> None:
 
 def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],
                 timeout: float) -> list[dict]:
-    mpi = launch.launcher(v.mpi)
-    program = str(paths.BUILD / v.mpi / "collbench")
-    if not Path(program).exists():
-        raise BenchError(f"{program} is not built: run `make build`")
-    job = launch.Job(topo, [program, *args], launch.placement(topo, ranks, mapping), dict(v.env),
-                     list(v.extra_args), wanmpi=v.wanmpi)
-    with tempfile.TemporaryFile("w+") as out:
-        status = launch.run_job(mpi, job, timeout=timeout, stdout=out)
-        out.seek(0)
-        text = out.read()
-    if status != 0:
-        raise BenchError(f"variant {v.name}: the job failed with status {status}: {text[-500:]}")
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    """One collbench job of a variant on the running testbed: its JSON rows."""
+    return run_job(topo, v.mpi, [str(paths.BUILD / v.mpi / "collbench"), *args],
+                   launch.placement(topo, ranks, mapping), env=v.env, extra_args=v.extra_args,
+                   wanmpi=v.wanmpi, timeout=timeout)
+
+
+def cases(variants: list[Variant], delays: list[float]) -> list[Case]:
+    """One job per delay and variant (collbench runs every operation and size)."""
+    return [Case("collbench", v.name, v.mpi, delay) for delay in delays for v in variants]
+
+
+def execute(case: Case, t: Topology, ranks: int, mapping: str | None, args: list[str], timeout: float) -> dict:
+    return {"rows": run_variant(t, VARIANTS[case.variant], ranks, mapping, args, timeout)}
+
+
+def results_of(topo: Topology, records: list[Record]) -> list[Result]:
+    results = []
+    for r in records:
+        if not r.ok:
+            continue
+        emu = r.env.get("emulator", {})
+        for row in r.metrics["rows"]:
+            results.append(Result(r.case.delay_ms, r.case.variant, row["op"], row["bytes"], row["ranks"],
+                                  row["iters"], row["median_s"], row["min_s"],
+                                  lower_bound(topo, row["op"], row["bytes"], row["ranks"], r.case.delay_ms),
+                                  emu.get("drops", 0), emu.get("late_1ms", 0)))
+    return results
 
 
 def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[str], sizes: str,
         iters: int, ranks: int | None, mapping: str | None, json_path: str | None,
         plot_dir: str | None, timeout: float) -> int:
-    require_testbed(topo)
+    """On the testbed of `topo` (brought up for the run if it is not up, and
+    taken down again), with bench_runner: one case per delay and variant."""
     ranks = ranks or len(topo.nodes)
     args = ["--ops", ",".join(ops), "--sizes", sizes, "--iters", str(iters), "--warmup", "1",
             "--budget", "20"]
-    saved = emulator.settings()
-    results: list[Result] = []
-    started = time.monotonic()
-    try:
-        for delay in delays:
-            set_delay(delay)
-            for v in variants:
-                print(f"[{time.monotonic() - started:6.0f} s] delay {delay:g} ms: {v.name}", flush=True)
-                d0, l0 = emulator_totals()
-                rows = run_variant(topo, v, ranks, mapping, args, timeout)
-                d1, l1 = emulator_totals()
-                for r in rows:
-                    results.append(Result(delay, v.name, r["op"], r["bytes"], r["ranks"], r["iters"],
-                                          r["median_s"], r["min_s"],
-                                          lower_bound(topo, r["op"], r["bytes"], r["ranks"], delay),
-                                          d1 - d0, l1 - l0))
-    finally:
-        try:
-            emulator.apply(saved)
-        except (emulator.EmulatorError, OSError) as e:
-            print(f"wanmpi: could not restore the WAN settings ({e}); check `wanmpi link show`")
+    started_iso, started = now_iso(), time.monotonic()
+    records = Runner(topo).run(cases(variants, delays),
+                               lambda case, t: execute(case, t, ranks, mapping, args, timeout))
+    results = results_of(topo, records)
     print_table(results, [v.name for v in variants])
-    if json_path:
-        Path(json_path).write_text(json.dumps([{**asdict(r), "of_bound": r.of_bound} for r in results],
-                                              indent=1))
-    if plot_dir:
-        from . import plot
-        for path in plot.collectives(results, Path(plot_dir)):
-            print(f"plot: {path}")
-    return 0
+    failed = [r for r in records if not r.ok]
+    for r in failed:
+        print(f"failed: {r.case.label()}: {r.error}")
+    print("environment: " + environment_summary(records))
+    if json_path or plot_dir:
+        settings = {"variants": [v.name for v in variants], "delays": delays, "ops": ops, "sizes": sizes,
+                    "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout}
+        document = result_document("coll", topo, settings, records, summary(results),
+                                   started_iso, time.monotonic() - started)
+        if json_path:
+            write_json(json_path, document)
+        if plot_dir and results:
+            from . import plot
+            for path in plot.collectives(results, Path(plot_dir)):
+                print(f"plot: {path}")
+    return 1 if failed else 0
+
+
+def summary(results: list[Result]) -> list[dict]:
+    return [{**asdict(r), "of_bound": r.of_bound} for r in results]
 
 
 def print_table(results: list[Result], variants: list[str]) -> None:

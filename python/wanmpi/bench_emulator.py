@@ -26,7 +26,6 @@ Ctrl-C or SIGTERM. Without a running testbed, one is brought up and taken down.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
@@ -592,6 +591,7 @@ def run(topo: Topology, *, quick: bool = False, seconds: float | None = None, js
         plan = replace(plan, tcp_seconds=seconds, load_seconds=seconds)
     if json_path and not os.access(os.path.dirname(os.path.abspath(json_path)), os.W_OK):
         raise BenchError(f"--json: cannot write {json_path}: no such directory or not writable")
+    t0 = time.monotonic()
     state = net.State.load()
     brought_up = False
     if state is None:
@@ -613,9 +613,11 @@ def run(topo: Topology, *, quick: bool = False, seconds: float | None = None, js
         if brought_up:
             net.teardown(net.State.load())
     print_report(report)
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump(report, f, indent=1)
+    if json_path:       # bench_runner's result format; the report is its summary
+        from .bench_runner import result_document, write_json
+        settings = {"quick": quick, "parts": list(selected), "link": link.name, "plan": asdict(plan)}
+        write_json(json_path, result_document("emulator", topo, settings, [], report, report["date"],
+                                              time.monotonic() - t0))
     return 0
 
 

@@ -12,10 +12,11 @@ packet on the WAN, plus 14 B of Ethernet on a NIC).
 """
 from __future__ import annotations
 
-import json
+import time
 from dataclasses import asdict, dataclass
 
 from . import emulator, net, probe, units
+from .bench_runner import now_iso
 from .topo import Cluster, Topology, WanLink
 
 MAX_FLOWS = 4
@@ -89,12 +90,15 @@ def run(topo: Topology, seconds: float = 3.0, json_path: str | None = None) -> i
     problems = net.health(state)
     if problems:
         raise net.TestbedError("the testbed is not healthy: " + "; ".join(problems))
+    started, t0 = now_iso(), time.monotonic()
     results, skipped = measure(topo, seconds)
     print_table(topo, results, skipped)
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump([{**asdict(r), "error_percent": r.error_percent, "of_bound_percent": r.of_bound_percent}
-                       for r in results], f, indent=1)
+    if json_path:       # bench_runner's result format; the measurements are its summary
+        from .bench_runner import result_document, write_json
+        rows = [{**asdict(r), "error_percent": r.error_percent, "of_bound_percent": r.of_bound_percent}
+                for r in results]
+        write_json(json_path, result_document("net", topo, {"seconds": seconds, "skipped": skipped}, [], rows,
+                                              started, time.monotonic() - t0))
     return 0
 
 

@@ -25,18 +25,22 @@ Variants (all Open MPI; each a set of WANMPI_* settings):
 Congestion control is set in every node namespace; cubic needs the host's
 tcp_allowed_congestion_control to list it, so the benchmark adds it for the
 run and puts the list back afterwards (also on Ctrl-C).
+
+Every job is a case of bench_runner (progress on stderr, a failed job
+recorded and the others run, the JSON in its result format with the cells
+below as the summary).
 """
 from __future__ import annotations
 
-import json
 import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import emulator, launch, net, paths, shell, tcpstats
-from .bench_coll import BenchError, emulator_totals, require_testbed, set_delay
+from .bench_runner import (BenchError, Case, Record, Runner, emulator_totals, environment_summary, now_iso,
+                           result_document, write_json)
+from .bench_runner import run_job as run_mpi_job
 from .topo import Topology
 
 KERNELS = {"is": ["--iters", "10"], "ft": ["--iters", "3"], "lu": ["--iters", "4"]}
@@ -111,68 +115,99 @@ def set_congestion_control(topo: Topology, cc: str) -> None:
 
 
 def run_job(topo: Topology, v: Variant, kernel: str, timeout: float) -> tuple[dict, tcpstats.Snapshot, int]:
-    program = paths.BUILD / "openmpi" / "patterns"
-    if not program.exists():
-        raise BenchError(f"{program} is not built: run `make build`")
+    """One job of a kernel and variant on the running testbed: its result line,
+    the TCP counters of its nodes over it, and the emulator's drops."""
     env = dict(v.env)
     if v.p2p_senders_divisor:
         env["WANMPI_PACING_RATE"] = str(wan_rate_bytes(topo) // (senders(topo) * v.p2p_senders_divisor))
     ranks = launch.placement(topo, len(topo.nodes))
-    job = launch.Job(topo, [str(program), kernel, *KERNELS[kernel]], ranks, env, wanmpi=v.wanmpi)
-    d0, _ = emulator_totals()
-    with tcpstats.measure(topo, ranks) as m, tempfile.TemporaryFile("w+") as out:
-        status = launch.run_job(launch.launcher("openmpi"), job, timeout=timeout, stdout=out)
-        out.seek(0)
-        text = out.read()
-    d1, _ = emulator_totals()
-    if status != 0:
-        raise BenchError(f"{kernel} / {v.name}: the job failed with status {status}: {text[-400:]}")
-    rows = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-    if not rows or rows[-1].get("check") != "ok":
-        raise BenchError(f"{kernel} / {v.name}: no result line: {text[-400:]}")
-    return rows[-1], m.delta, d1 - d0
+    before = emulator_totals(emulator.counters())
+    with tcpstats.measure(topo, ranks) as m:
+        rows = run_mpi_job(topo, "openmpi", [str(paths.BUILD / "openmpi" / "patterns"), kernel, *KERNELS[kernel]],
+                           ranks, env=env, wanmpi=v.wanmpi, timeout=timeout)
+    after = emulator_totals(emulator.counters())
+    if rows[-1].get("check") != "ok":
+        raise BenchError(f"{kernel} / {v.name}: the self-check did not pass: {rows[-1]}")
+    drops = after["drop_queue"] + after["drop_loss"] - before["drop_queue"] - before["drop_loss"]
+    return rows[-1], m.delta, drops
+
+
+def cases(variants: list[str], kernels: list[str], delays: list[float], ccs: list[str], reps: int) -> list[Case]:
+    """Congestion control outermost (set once per value), then delay, kernel,
+    repetition; the variants of a repetition side by side."""
+    return [Case(kernel, name, "openmpi", delay, rep, params=(("cc", cc),))
+            for cc in ccs for delay in delays for kernel in kernels for rep in range(1, reps + 1)
+            for name in variants]
+
+
+def results_of(records: list[Record]) -> list[Result]:
+    """The repetitions of a cell together (failed ones left out)."""
+    cells: dict[tuple, Result] = {}
+    for r in records:
+        c = r.case
+        cell = cells.setdefault((c.param("cc"), c.delay_ms, c.kernel, c.variant),
+                                Result(c.param("cc"), c.delay_ms, c.kernel, c.variant, [], [], [], []))
+        if r.ok:
+            cell.per_iter_s.append(r.metrics["per_iter_s"])
+            cell.rto.append(r.metrics["rto"])
+            cell.retrans_segs.append(r.metrics["retrans_segs"])
+            cell.drops.append(r.metrics["drops"])
+    return [cell for cell in cells.values() if cell.per_iter_s]
 
 
 def run(topo: Topology, variants: list[str], kernels: list[str], delays: list[float], ccs: list[str],
-        reps: int, json_path: str | None, timeout: float) -> int:
-    require_testbed(topo)
-    saved_links = emulator.settings()
+        reps: int, json_path: str | None, timeout: float, plot_dir: str | None = None) -> int:
+    """With bench_runner on the testbed of `topo` (brought up for the run if it
+    is not up); the host's allowed congestion controls and the nodes' own are
+    put back at the end."""
     allowed_before = Path(ALLOWED_CC).read_text().strip()
-    results: list[Result] = []
-    started = time.monotonic()
+    current = {"cc": None}
+    started_iso, started = now_iso(), time.monotonic()
+
+    def execute(case: Case, t: Topology) -> dict:
+        if current["cc"] != case.param("cc"):
+            set_congestion_control(t, case.param("cc"))
+            current["cc"] = case.param("cc")
+        row, delta, drops = run_job(t, VARIANTS[case.variant], case.kernel, timeout)
+        return {"per_iter_s": row["per_iter_s"], "seconds": row["seconds"], "iters": row["iters"],
+                "rto": delta.total.rto, "retrans_segs": delta.total.retrans_segs, "drops": drops}
+
     try:
         missing = [cc for cc in ccs if cc not in allowed_before.split()]
         if missing:
             Path(ALLOWED_CC).write_text(" ".join([*allowed_before.split(), *missing]))
-        for cc in ccs:
-            set_congestion_control(topo, cc)
-            for delay in delays:
-                set_delay(delay)
-                for kernel in kernels:
-                    for name in variants:
-                        r = Result(cc, delay, kernel, name, [], [], [], [])
-                        for rep in range(reps):
-                            print(f"[{time.monotonic() - started:6.0f} s] {cc}, {delay:g} ms, {kernel}, {name}, "
-                                  f"run {rep + 1}/{reps}", flush=True)
-                            row, delta, drops = run_job(topo, VARIANTS[name], kernel, timeout)
-                            r.per_iter_s.append(row["per_iter_s"])
-                            r.rto.append(delta.total.rto)
-                            r.retrans_segs.append(delta.total.retrans_segs)
-                            r.drops.append(drops)
-                        results.append(r)
+        records = Runner(topo).run(cases(variants, kernels, delays, ccs, reps), execute)
     finally:
-        try:
-            emulator.apply(saved_links)
-            set_congestion_control(topo, "bbr" if "bbr" in allowed_before.split() else allowed_before.split()[0])
-        except (emulator.EmulatorError, OSError, BenchError) as e:
-            print(f"wanmpi: could not restore the testbed's settings ({e}); check `wanmpi link show`")
+        state = net.State.load()
+        if current["cc"] is not None and state is not None and state.topology_text == topo.text:
+            try:
+                set_congestion_control(topo, "bbr" if "bbr" in allowed_before.split()
+                                       else allowed_before.split()[0])
+            except (OSError, BenchError) as e:
+                print(f"wanmpi: could not restore the nodes' congestion control ({e})")
         if Path(ALLOWED_CC).read_text().strip() != allowed_before:
             Path(ALLOWED_CC).write_text(allowed_before)
+    results = results_of(records)
     print_table(results, variants)
+    failed = [r for r in records if not r.ok]
+    for r in failed:
+        print(f"failed: {r.case.label()}: {r.error}")
+    print("environment: " + environment_summary(records))
     if json_path:
-        Path(json_path).write_text(json.dumps(
-            [{**asdict(r), "median_s": r.median_s, "median_rto": r.median_rto} for r in results], indent=1))
-    return 0
+        settings = {"variants": variants, "kernels": kernels, "delays": delays, "cc": ccs, "reps": reps,
+                    "kernel_args": {k: KERNELS[k] for k in kernels}, "timeout_s": timeout}
+        write_json(json_path, result_document("pacing", topo, settings, records, summary(results),
+                                              started_iso, time.monotonic() - started))
+    if plot_dir and results:
+        from . import plot
+        for path in plot.pacing(summary(results), Path(plot_dir)):
+            print(f"plot: {path}")
+    return 1 if failed else 0
+
+
+def summary(results: list[Result]) -> list[dict]:
+    return [{**asdict(r), "median_s": r.median_s, "best_s": min(r.per_iter_s), "median_rto": r.median_rto}
+            for r in results]
 
 
 def print_table(results: list[Result], variants: list[str]) -> None:

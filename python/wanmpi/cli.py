@@ -174,7 +174,36 @@ def build_parser() -> argparse.ArgumentParser:
                      help="delay 10 ms, cubic, one job per cell, variants ompi,paper,wanmpi (for tests)")
     bpa.add_argument("--timeout", type=float, default=600, help="per job, seconds (default: 600)")
     bpa.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bpa.add_argument("--plots", metavar="DIR", help="also draw PNG plots into DIR")
     bpa.set_defaults(handler=cmd_bench_pacing)
+    from . import bench_suite
+    bsu = bnsub.add_parser("suite", help="the NAS-like kernels across the clusters: performance relative to "
+                           "one cluster vs delay, and the gain of each technique")
+    topology_option(bsu)
+    bsu.add_argument("--kernels", default=",".join(bench_suite.DEFAULT_KERNELS),
+                     help=f"comma-separated subset of: {', '.join(bench_suite.KERNELS)} "
+                          f"(default: {','.join(bench_suite.DEFAULT_KERNELS)})")
+    bsu.add_argument("--variants", default=",".join(bench_suite.VARIANTS),
+                     help=f"comma-separated subset of: {', '.join(bench_suite.VARIANTS)} (default: all)")
+    bsu.add_argument("--mpis", default=",".join(bench_suite.MPIS),
+                     help=f"comma-separated subset of: {', '.join(bench_suite.MPIS)} (default: both)")
+    bsu.add_argument("--delays", default=bench_suite.DEFAULT_DELAYS,
+                     help=f"one-way WAN delays in ms (default: {bench_suite.DEFAULT_DELAYS})")
+    bsu.add_argument("--reps", type=int, default=3, help="jobs per cell; best and median (default: 3)")
+    bsu.add_argument("--class", dest="klass", default="A", choices=bench_suite.CLASSES,
+                     help="problem class, i.e. message sizes (default: A)")
+    bsu.add_argument("--quick", action="store_true",
+                     help="class S, delays 0 and 10 ms, one job per cell (under 15 minutes)")
+    bsu.add_argument("--timeout", type=float, default=600, help="per job, seconds (default: 600)")
+    bsu.add_argument("--out", metavar="DIR", help="write suite.json, suite.md and the PNG plots into DIR")
+    bsu.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    bsu.set_defaults(handler=cmd_bench_suite)
+    bre = bnsub.add_parser("report", help="the markdown table and plots of a saved result file")
+    bre.add_argument("files", nargs="+", metavar="RESULTS.json",
+                     help="a result file; several `bench suite` files are merged (parts of one run)")
+    bre.add_argument("--out", metavar="DIR", help="where to write (default: beside the (merged) file)")
+    bre.add_argument("--json", metavar="FILE", help="write the merged result document to FILE")
+    bre.set_defaults(handler=cmd_bench_report)
     return p
 
 
@@ -409,6 +438,27 @@ def cmd_bench_coll(args) -> int:
                           args.json, args.plots, args.timeout)
 
 
+def cmd_bench_suite(args) -> int:
+    from . import bench_suite
+    if args.reps < 1:
+        raise CliError(f"--reps must be at least 1, got {args.reps}")
+    if args.timeout <= 0:
+        raise CliError(f"--timeout must be positive, got {args.timeout:g}")
+    klass, delays, reps = args.klass, args.delays, args.reps
+    if args.quick:
+        klass, delays, reps = bench_suite.QUICK["class"], bench_suite.QUICK["delays"], bench_suite.QUICK["reps"]
+    return bench_suite.run(topology_for(args),
+                           bench_suite.parse_list(args.kernels, list(bench_suite.KERNELS), "kernels"),
+                           bench_suite.parse_list(args.variants, list(bench_suite.VARIANTS), "variants"),
+                           bench_suite.parse_list(args.mpis, list(bench_suite.MPIS), "mpis"),
+                           bench_coll.parse_delays(delays), reps, klass, args.out, args.json, args.timeout)
+
+
+def cmd_bench_report(args) -> int:
+    from . import bench_report
+    return bench_report.run(args.files, args.out, args.json)
+
+
 def cmd_bench_pacing(args) -> int:
     from . import bench_pacing
     if args.reps < 1:
@@ -421,7 +471,8 @@ def cmd_bench_pacing(args) -> int:
                             bench_pacing.parse_list(variants, list(bench_pacing.VARIANTS), "variants"),
                             bench_pacing.parse_list(args.kernels, list(bench_pacing.KERNELS), "kernels"),
                             bench_coll.parse_delays(delays),
-                            bench_pacing.parse_list(ccs, available, "cc"), reps, args.json, args.timeout)
+                            bench_pacing.parse_list(ccs, available, "cc"), reps, args.json, args.timeout,
+                            args.plots)
 
 
 if __name__ == "__main__":

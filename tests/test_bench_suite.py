@@ -1,0 +1,54 @@
+"""`wanmpi bench suite` on the testbed with a tiny case set: every case runs
+(the Fortran EP through libwanmpi's Fortran bindings included), the reference
+runs on the single-cluster testbed, the results, table and plots are written,
+and the testbed it found is up again with its own link settings."""
+from __future__ import annotations
+
+import json
+
+from conftest import wanmpi
+from wanmpi import emulator, net
+
+
+def test_bench_suite_smoke_runs_every_case_and_restores_the_testbed(two_clusters, tmp_path):
+    out = tmp_path / "out"
+    done = wanmpi("bench", "suite", "-t", "examples/two-clusters.toml", "--kernels", "ep_f90,lu",
+                  "--variants", "plain,all", "--mpis", "openmpi,mpich", "--delays", "2", "--reps", "1",
+                  "--class", "S", "--out", str(out), timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads((out / "suite.json").read_text())
+    assert doc["counts"] == {"cases": 12, "ok": 12, "failed": 0}
+    refs = [c for c in doc["cases"] if c["variant"] == "single-cluster"]
+    assert len(refs) == 4 and all(c["topology"] == "single-cluster" and c["delay_ms"] is None for c in refs)
+    for c in doc["cases"]:
+        assert c["metrics"]["per_iter_s"] > 0 and c["metrics"]["ranks"] == 8
+        assert c["env"]["load_avg_1m"] >= 0 and "emulator" in c["env"]
+    for r in doc["summary"]:
+        assert r["relative_best"] > 0 and r["best_s"] > 0
+    case_lines = [l for l in done.stderr.splitlines() if l.startswith("[")]
+    assert len(case_lines) == 12 and all("ETA" in l and ": ok " in l for l in case_lines)
+    assert "| ep_f90 | 2 ms |" in done.stdout and "| lu | 2 ms |" in done.stdout
+    assert {p.name for p in out.glob("*.png")} == {"suite-relative-openmpi.png", "suite-relative-mpich.png",
+                                                   "suite-techniques.png"}
+    state = net.State.load()                              # the testbed it found, as it was
+    assert state is not None and state.topology_text == two_clusters.text
+    assert not net.health(state)
+    assert all(v["delay_us"] == 10_000 for v in emulator.settings().values())
+
+
+def test_bench_coll_runs_on_the_shared_runner_and_draws_its_plots(two_clusters, tmp_path):
+    out, plots = tmp_path / "coll.json", tmp_path / "plots"
+    done = wanmpi("bench", "coll", "--variants", "wanmpi,ompi", "--sizes", "64K,1M", "--delays", "0,5",
+                  "--iters", "2", "--json", str(out), "--plots", str(plots), timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "wanmpi-bench/1" and doc["bench"] == "coll"
+    assert doc["counts"] == {"cases": 4, "ok": 4, "failed": 0}
+    rows = doc["summary"]
+    assert {(r["variant"], r["op"], r["bytes"], r["delay_ms"]) for r in rows} == {
+        (v, op, size, d) for v in ("wanmpi", "ompi") for op in ("bcast", "allreduce")
+        for size in (65536, 1 << 20) for d in (0, 5)}
+    assert all(r["median_s"] >= r["bound_s"] * 0.9 and r["of_bound"] > 0 for r in rows)
+    assert {p.name for p in plots.glob("*.png")} == {"coll-bcast.png", "coll-allreduce.png"}
+    assert "speed-up of wanmpi" in done.stdout
+    assert all(v["delay_us"] == 10_000 for v in emulator.settings().values())   # the topology's delay is back
