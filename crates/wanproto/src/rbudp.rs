@@ -45,6 +45,7 @@
 //! The byte-exact formats are in docs/rbudp.md.
 
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -171,7 +172,9 @@ pub enum Control {
     Session {
         /// The id datagrams to the sender of this message must carry.
         session: u32,
-        /// Its UDP port (the address is the trunk peer's).
+        /// Its UDP address (`None`: the trunk peer's address).
+        addr: Option<IpAddr>,
+        /// Its UDP port.
         port: u16,
         /// Largest datagram it accepts.
         max_datagram: u16,
@@ -271,7 +274,7 @@ impl Control {
     pub fn decode(b: &[u8]) -> Result<Control, ControlError> {
         let &ty = b.first().ok_or(ControlError::Empty)?;
         let fixed = match ty {
-            C_SESSION => 20,
+            C_SESSION => 36,
             C_BLAST_START => 24,
             C_BLAST_DONE => 12,
             C_MISSING => 16,
@@ -291,8 +294,25 @@ impl Control {
                 if b[1] != RBUDP_VERSION {
                     return Err(ControlError::Version(b[1]));
                 }
-                if b[10] != 0 || b[11] != 0 {
+                if b[11] != 0 {
                     return Err(ControlError::NonZeroReserved);
+                }
+                let a = &b[20..36];
+                let addr = match b[10] {
+                    0 if a.iter().all(|&x| x == 0) => None,
+                    4 if a[4..].iter().all(|&x| x == 0) => {
+                        Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])))
+                    }
+                    6 => {
+                        let mut o = [0u8; 16];
+                        o.copy_from_slice(a);
+                        Some(IpAddr::V6(Ipv6Addr::from(o)))
+                    }
+                    0 | 4 => return Err(ControlError::NonZeroReserved),
+                    _ => return Err(ControlError::Range("address family")),
+                };
+                if addr.is_some_and(|a| a.is_unspecified()) {
+                    return Err(ControlError::Range("unspecified address"));
                 }
                 let port = be16(&b[2..]);
                 let max_datagram = be16(&b[8..]);
@@ -308,6 +328,7 @@ impl Control {
                 }
                 Control::Session {
                     session: be32(&b[4..]),
+                    addr,
                     port,
                     max_datagram,
                     window,
@@ -366,6 +387,7 @@ impl Control {
         match self {
             Control::Session {
                 session,
+                addr,
                 port,
                 max_datagram,
                 window,
@@ -374,8 +396,21 @@ impl Control {
                 o.extend_from_slice(&port.to_be_bytes());
                 o.extend_from_slice(&session.to_be_bytes());
                 o.extend_from_slice(&max_datagram.to_be_bytes());
-                o.extend_from_slice(&[0, 0]);
+                let mut a = [0u8; 16];
+                let family = match addr {
+                    None => 0,
+                    Some(IpAddr::V4(v4)) => {
+                        a[..4].copy_from_slice(&v4.octets());
+                        4
+                    }
+                    Some(IpAddr::V6(v6)) => {
+                        a.copy_from_slice(&v6.octets());
+                        6
+                    }
+                };
+                o.extend_from_slice(&[family, 0]);
                 o.extend_from_slice(&window.to_be_bytes());
+                o.extend_from_slice(&a);
             }
             Control::BlastStart {
                 blast,
@@ -543,8 +578,11 @@ pub enum DatagramOutcome {
 /// Something the daemon acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RbudpEvent {
-    /// The peer's SESSION arrived: blasts may start, datagrams go to its `port`.
+    /// The peer's SESSION arrived: blasts may start; datagrams go to
+    /// `addr` (`None`: the trunk peer's address) and `port`.
     Ready {
+        /// The peer's UDP address, if it announced one.
+        addr: Option<IpAddr>,
         /// The peer's UDP port.
         port: u16,
     },
@@ -746,7 +784,8 @@ pub struct RbudpSession {
 impl RbudpSession {
     /// A session over a trunk connection of role `role` whose exported
     /// secret is `secret`; datagrams to this end carry `local_session`
-    /// (random, unique on the daemon's UDP socket) and go to `local_port`.
+    /// (random, unique on the daemon's UDP socket) and go to `local_addr`
+    /// (`None`: wherever the trunk peer reaches this end) and `local_port`.
     /// The SESSION message is queued at once.
     ///
     /// # Errors
@@ -756,6 +795,7 @@ impl RbudpSession {
         role: Role,
         secret: [u8; 32],
         local_session: u32,
+        local_addr: Option<IpAddr>,
         local_port: u16,
         now: u64,
     ) -> Result<RbudpSession, RbudpConfigError> {
@@ -784,6 +824,7 @@ impl RbudpSession {
         };
         s.push(Control::Session {
             session: local_session,
+            addr: local_addr.filter(|a| !a.is_unspecified()),
             port: local_port,
             max_datagram: s.config.datagram_size as u16,
             window: s.config.receive_window,
@@ -945,6 +986,7 @@ impl RbudpSession {
         match c {
             Control::Session {
                 session,
+                addr,
                 port,
                 max_datagram,
                 window,
@@ -959,7 +1001,7 @@ impl RbudpSession {
                     max_datagram: max_datagram as usize,
                     window,
                 });
-                self.events.push_back(RbudpEvent::Ready { port });
+                self.events.push_back(RbudpEvent::Ready { addr, port });
             }
             Control::BlastStart {
                 blast,
@@ -1346,17 +1388,30 @@ mod tests {
         assert_eq!(Control::decode(&b).unwrap(), c);
         let s = Control::Session {
             session: 0xdead_beef,
+            addr: Some(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1))),
             port: 7402,
             max_datagram: 1472,
             window: 16 << 20,
         };
         let b = s.encode();
-        assert_eq!(b.len(), 20);
+        assert_eq!(b.len(), 36);
         assert_eq!(
-            &b[..12],
-            &[1, 1, 0x1c, 0xea, 0xde, 0xad, 0xbe, 0xef, 0x05, 0xc0, 0, 0]
+            &b[..24],
+            &[
+                1, 1, 0x1c, 0xea, 0xde, 0xad, 0xbe, 0xef, 0x05, 0xc0, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+                198, 18, 0, 1
+            ]
         );
+        assert!(b[24..].iter().all(|&x| x == 0));
         assert_eq!(Control::decode(&b).unwrap(), s);
+        let mut none = b.clone();
+        none[10] = 0;
+        assert!(Control::decode(&none).is_err(), "family 0 with an address");
+        none[20..24].fill(0);
+        assert!(matches!(
+            Control::decode(&none).unwrap(),
+            Control::Session { addr: None, .. }
+        ));
         let m = Control::Missing {
             blast: 2,
             round: 1,

@@ -11,16 +11,24 @@ use wanproto::rbudp::{
 
 fn control() -> impl Strategy<Value = Control> {
     prop_oneof![
-        (any::<u32>(), 1u16.., 64u16..=1472, 1u64..(64 << 20)).prop_map(
-            |(session, port, max_datagram, window)| {
-                Control::Session {
+        (
+            any::<u32>(),
+            proptest::option::of(any::<[u8; 4]>()),
+            1u16..,
+            64u16..=1472,
+            1u64..(64 << 20)
+        )
+            .prop_map(
+                |(session, a, port, max_datagram, window)| Control::Session {
                     session,
+                    addr: a
+                        .map(std::net::IpAddr::from)
+                        .filter(|a| !a.is_unspecified()),
                     port,
                     max_datagram,
                     window,
                 }
-            }
-        ),
+            ),
         (0u32..6, 1u32..4, any::<u64>(), 1u32..(8 << 20), 1u16..1500).prop_map(
             |(blast, stream, offset, length, chunk)| Control::BlastStart {
                 blast,
@@ -62,7 +70,7 @@ fn mutate(mut b: Vec<u8>, flips: &[(usize, u8)], cut: usize) -> Vec<u8> {
 fn session(window: u64) -> RbudpSession {
     let mut c = RbudpConfig::new(10_000_000, 1472);
     c.receive_window = window;
-    RbudpSession::new(c, Role::Acceptor, [9; 32], 0x42, 7000, 0).unwrap()
+    RbudpSession::new(c, Role::Acceptor, [9; 32], 0x42, None, 7000, 0).unwrap()
 }
 
 proptest! {

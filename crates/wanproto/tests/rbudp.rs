@@ -99,8 +99,10 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 impl Sim {
     fn new(cfg: RbudpConfig, path: Path, seed: u64) -> Sim {
         let secret = [7u8; 32];
-        let a = RbudpSession::new(cfg.clone(), Role::Initiator, secret, 0x1111, 5000, 0).unwrap();
-        let b = RbudpSession::new(cfg.clone(), Role::Acceptor, secret, 0x2222, 6000, 0).unwrap();
+        let a =
+            RbudpSession::new(cfg.clone(), Role::Initiator, secret, 0x1111, None, 5000, 0).unwrap();
+        let b =
+            RbudpSession::new(cfg.clone(), Role::Acceptor, secret, 0x2222, None, 6000, 0).unwrap();
         let end = |s| End {
             s,
             to_send: VecDeque::new(),
@@ -395,11 +397,20 @@ fn datagrams_of_another_connection_are_forged() {
     sim.run(10 * SEC);
     let replay = sim.history[1].clone();
     assert!(!replay.is_empty());
-    let mut other =
-        RbudpSession::new(cfg.clone(), Role::Acceptor, [8u8; 32], 0x2222, 6000, 0).unwrap();
+    let mut other = RbudpSession::new(
+        cfg.clone(),
+        Role::Acceptor,
+        [8u8; 32],
+        0x2222,
+        None,
+        6000,
+        0,
+    )
+    .unwrap();
     // Make blast 1 active there, so only the token stands in the way.
     let peer_secret = [8u8; 32];
-    let mut a2 = RbudpSession::new(cfg, Role::Initiator, peer_secret, 0x1111, 5000, 0).unwrap();
+    let mut a2 =
+        RbudpSession::new(cfg, Role::Initiator, peer_secret, 0x1111, None, 5000, 0).unwrap();
     other
         .handle_control(0, &a2.poll_control().unwrap())
         .unwrap();
@@ -441,8 +452,16 @@ fn window_bounds_the_sender_and_is_enforced_on_the_receiver() {
         Err(BlastError::WindowFull { .. })
     ));
     // A peer that ignores the window is cut off.
-    let mut b =
-        RbudpSession::new(config(1_000_000, 1472), Role::Acceptor, [1; 32], 1, 1, 0).unwrap();
+    let mut b = RbudpSession::new(
+        config(1_000_000, 1472),
+        Role::Acceptor,
+        [1; 32],
+        1,
+        None,
+        1,
+        0,
+    )
+    .unwrap();
     let start = |blast, length| {
         Control::BlastStart {
             blast,
@@ -493,12 +512,14 @@ fn protocol_violations_fail_the_session() {
             vec![
                 Control::Session {
                     session: 1,
+                    addr: None,
                     port: 1,
                     max_datagram: 1472,
                     window: 100,
                 },
                 Control::Session {
                     session: 1,
+                    addr: None,
                     port: 1,
                     max_datagram: 1472,
                     window: 100,
@@ -518,8 +539,16 @@ fn protocol_violations_fail_the_session() {
         ),
     ];
     for (msgs, what) in cases {
-        let mut s =
-            RbudpSession::new(config(1_000_000, 1472), Role::Acceptor, [1; 32], 1, 1, 0).unwrap();
+        let mut s = RbudpSession::new(
+            config(1_000_000, 1472),
+            Role::Acceptor,
+            [1; 32],
+            1,
+            None,
+            1,
+            0,
+        )
+        .unwrap();
         let mut err = None;
         for m in msgs {
             if let Err(e) = s.handle_control(0, &m.encode()) {
@@ -610,10 +639,26 @@ fn smaller_datagrams_of_the_peer_are_respected() {
     // The receiver accepts at most 512-byte datagrams: the sender cuts its
     // 1472-byte chunks down.
     let secret = [3u8; 32];
-    let mut a =
-        RbudpSession::new(config(12_500_000, 1472), Role::Initiator, secret, 1, 1, 0).unwrap();
-    let mut b =
-        RbudpSession::new(config(12_500_000, 512), Role::Acceptor, secret, 2, 2, 0).unwrap();
+    let mut a = RbudpSession::new(
+        config(12_500_000, 1472),
+        Role::Initiator,
+        secret,
+        1,
+        None,
+        1,
+        0,
+    )
+    .unwrap();
+    let mut b = RbudpSession::new(
+        config(12_500_000, 512),
+        Role::Acceptor,
+        secret,
+        2,
+        None,
+        2,
+        0,
+    )
+    .unwrap();
     a.handle_control(0, &b.poll_control().unwrap()).unwrap();
     b.handle_control(0, &a.poll_control().unwrap()).unwrap();
     assert_eq!(a.chunk(), 512 - DATAGRAM_HEADER_LEN);

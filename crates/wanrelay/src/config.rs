@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use thiserror::Error;
-use wanproto::{frame::valid_name, Policy, PresharedKey};
+use wanproto::{frame::valid_name, Policy, PresharedKey, RbudpConfig};
 
 /// A configuration that cannot be used.
 #[derive(Debug, Error)]
@@ -179,8 +179,28 @@ impl NetSet {
 /// The WAN transport of a peer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
-    /// TCP trunks (the only one implemented).
+    /// TCP trunks carry everything.
     Tcp,
+    /// TCP trunks for control and small data, RBUDP blasts over UDP for
+    /// bulk data (docs/rbudp.md).
+    Rbudp,
+}
+
+/// The RBUDP settings of a peer (`transport = "rbudp"`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RbudpPeer {
+    /// Blast rate to this peer, bytes/s on the wire (all trunks together).
+    pub rate: u64,
+    /// UDP payload of a full datagram, bytes (header included).
+    pub payload: usize,
+    /// Largest blast, bytes.
+    pub blast: usize,
+    /// Bytes of this peer's blasts this relay holds at most (per trunk).
+    pub window: u64,
+    /// Bulk reads smaller than this go over the TCP trunk.
+    pub bulk_threshold: usize,
+    /// TEST ONLY: share of outgoing datagrams dropped on purpose.
+    pub test_drop: f64,
 }
 
 /// Who opens the trunk connections of a peer.
@@ -213,6 +233,8 @@ pub struct PeerConfig {
     pub pacing_rate: Option<u64>,
     /// Pacer bucket size, bytes.
     pub pacing_burst: u64,
+    /// RBUDP settings (`transport = "rbudp"` only).
+    pub rbudp: Option<RbudpPeer>,
 }
 
 /// Settings of the trunk protocol (wanproto::Config) that the file may change.
@@ -277,6 +299,8 @@ pub struct Config {
     pub outside_bind: Option<IpAddr>,
     /// Trunk handshakes in progress at once on the outside listener.
     pub max_pending_trunks: usize,
+    /// UDP socket for RBUDP datagrams (needed when a peer uses rbudp).
+    pub udp_listen: Option<SocketAddr>,
     /// Metrics endpoint.
     pub metrics_listen: Option<SocketAddr>,
     /// Grace period of a shutdown for streams to finish.
@@ -393,21 +417,27 @@ impl Config {
             }
         }
 
-        let (outside_listen, outside_bind, max_pending_trunks) = match root.opt_table("outside")? {
-            None => (Vec::new(), None, 64),
-            Some(t) => {
-                t.only(&["listen", "bind", "max_pending"])?;
-                let listen = match t.get("listen") {
-                    None => Vec::new(),
-                    Some(_) => t.addresses("listen")?,
-                };
-                (
-                    listen,
-                    t.opt_ip("bind")?,
-                    t.opt_int("max_pending", 1, 65536)?.unwrap_or(64) as usize,
-                )
-            }
-        };
+        let (outside_listen, outside_bind, max_pending_trunks, udp_listen) =
+            match root.opt_table("outside")? {
+                None => (Vec::new(), None, 64, None),
+                Some(t) => {
+                    t.only(&["listen", "bind", "max_pending", "udp_listen"])?;
+                    let listen = match t.get("listen") {
+                        None => Vec::new(),
+                        Some(_) => t.addresses("listen")?,
+                    };
+                    let udp = match t.opt_string("udp_listen")? {
+                        None => None,
+                        Some(s) => Some(parse_socket_addr(&s).map_err(|m| t.err("udp_listen", m))?),
+                    };
+                    (
+                        listen,
+                        t.opt_ip("bind")?,
+                        t.opt_int("max_pending", 1, 65536)?.unwrap_or(64) as usize,
+                        udp,
+                    )
+                }
+            };
 
         let metrics_listen = match root.opt_table("metrics")? {
             None => None,
@@ -440,6 +470,12 @@ impl Config {
                 "dial",
                 "pacing_rate",
                 "pacing_burst",
+                "rate",
+                "payload",
+                "blast",
+                "window",
+                "bulk_threshold",
+                "test_drop",
             ])?;
             let pname = t.name("name")?;
             if !names.insert(pname.clone()) {
@@ -478,13 +514,15 @@ impl Config {
             let trunks = t.opt_int("trunks", 1, 64)?.unwrap_or(1) as usize;
             let transport = match t.opt_string("transport")?.as_deref() {
                 None | Some("tcp") => Transport::Tcp,
-                Some("rbudp") => {
-                    return Err(t.err("transport", "\"rbudp\" is not implemented yet; use \"tcp\""))
-                }
+                Some("rbudp") => Transport::Rbudp,
                 Some(other) => {
-                    return Err(t.err("transport", format!("{other:?}: must be \"tcp\"")))
+                    return Err(t.err(
+                        "transport",
+                        format!("{other:?}: must be \"tcp\" or \"rbudp\""),
+                    ))
                 }
             };
+            let rbudp = rbudp_settings(&t, transport, trunks)?;
             let dial = match t.get("dial") {
                 None => {
                     if name.as_str() < pname.as_str() {
@@ -532,6 +570,7 @@ impl Config {
                 dial,
                 pacing_rate,
                 pacing_burst,
+                rbudp,
             });
         }
         if peers.is_empty() {
@@ -553,6 +592,17 @@ impl Config {
                 ),
             });
         }
+        if udp_listen.is_none() {
+            if let Some(i) = peers.iter().position(|p| p.transport == Transport::Rbudp) {
+                return Err(ConfigError::Value {
+                    key: "outside.udp_listen".into(),
+                    message: format!(
+                        "needed: peer[{i}] ({:?}) uses transport \"rbudp\", whose datagrams arrive on this UDP address",
+                        peers[i].name
+                    ),
+                });
+            }
+        }
         let config = Config {
             path: path.to_owned(),
             name,
@@ -568,6 +618,7 @@ impl Config {
             outside_listen,
             outside_bind,
             max_pending_trunks,
+            udp_listen,
             metrics_listen,
             shutdown_grace,
             threads,
@@ -647,6 +698,110 @@ impl Config {
             source,
         })?;
         Ok((key, warning))
+    }
+}
+
+/// The RBUDP keys of a peer: required with `transport = "rbudp"`
+/// (`rate`, `payload`), refused without it.
+fn rbudp_settings(
+    t: &Table<'_>,
+    transport: Transport,
+    trunks: usize,
+) -> Result<Option<RbudpPeer>, ConfigError> {
+    const KEYS: [&str; 6] = [
+        "rate",
+        "payload",
+        "blast",
+        "window",
+        "bulk_threshold",
+        "test_drop",
+    ];
+    if transport != Transport::Rbudp {
+        if let Some(k) = KEYS.iter().find(|k| t.get(k).is_some()) {
+            return Err(t.err(k, "only for transport = \"rbudp\""));
+        }
+        return Ok(None);
+    }
+    let rate = match t.get("rate") {
+        None => {
+            return Err(t.err(
+                "rate",
+                "required with transport = \"rbudp\": RBUDP sends at this rate whatever the loss \
+                 (it is not TCP-friendly); give the dedicated link's rate or less, e.g. \"190Mbit\"",
+            ))
+        }
+        Some(v) => parse_rate(v).map_err(|m| t.err("rate", m))? / 8,
+    };
+    if rate < 1000 {
+        return Err(t.err("rate", "must be at least 8kbit"));
+    }
+    let payload = match t.get("payload") {
+        None => {
+            return Err(t.err(
+                "payload",
+                "required with transport = \"rbudp\": the UDP payload of a datagram in bytes, \
+                 e.g. 1472 for a 1500-byte MTU",
+            ))
+        }
+        Some(v) => parse_size(v).map_err(|m| t.err("payload", m))?,
+    };
+    let (lo, hi) = (wanproto::rbudp::MIN_DATAGRAM, wanproto::rbudp::MAX_DATAGRAM);
+    if payload < lo as u64 || payload > hi as u64 {
+        return Err(t.err("payload", format!("{payload} bytes: must be {lo}..={hi}")));
+    }
+    let size = |k: &str, default: u64, min: u64, max: u64| -> Result<u64, ConfigError> {
+        let v = match t.get(k) {
+            None => default,
+            Some(v) => parse_size(v).map_err(|m| t.err(k, m))?,
+        };
+        if v < min || v > max {
+            return Err(t.err(k, format!("{v} bytes: must be {min}..={max}")));
+        }
+        Ok(v)
+    };
+    let window = size("window", 16 << 20, 64 << 10, 1 << 30)?;
+    let blast = size("blast", 1 << 20, 16 << 10, 64 << 20)?;
+    if blast > window {
+        return Err(t.err(
+            "blast",
+            format!("{blast} bytes: larger than window ({window})"),
+        ));
+    }
+    let chunk = payload - wanproto::rbudp::DATAGRAM_HEADER_LEN as u64;
+    if blast.div_ceil(chunk) > u64::from(wanproto::rbudp::MAX_BLAST_PACKETS) {
+        return Err(t.err(
+            "blast",
+            "more than 262144 datagrams: raise payload or lower blast",
+        ));
+    }
+    let bulk_threshold = size("bulk_threshold", 256 << 10, 64 << 10, blast)?;
+    let test_drop = match t.get("test_drop") {
+        None => 0.0,
+        Some(v) => match v.as_f64() {
+            Some(f) if (0.0..1.0).contains(&f) => f,
+            _ => return Err(t.err("test_drop", "a share 0 <= x < 1 (TEST ONLY)")),
+        },
+    };
+    let per_trunk = RbudpConfig::new(rate / trunks as u64, payload as usize);
+    per_trunk
+        .validate()
+        .map_err(|e| t.err("rate", e.to_string()))?;
+    Ok(Some(RbudpPeer {
+        rate,
+        payload: payload as usize,
+        blast: blast as usize,
+        window,
+        bulk_threshold: bulk_threshold as usize,
+        test_drop,
+    }))
+}
+
+impl RbudpPeer {
+    /// The session settings of one of `trunks` trunks (the rate is shared).
+    pub fn session_config(&self, trunks: usize) -> RbudpConfig {
+        let mut c = RbudpConfig::new((self.rate / trunks.max(1) as u64).max(1), self.payload);
+        c.receive_window = self.window;
+        c
     }
 }
 
@@ -1102,6 +1257,57 @@ mod tests {
                 "peer[0].transport:",
             ),
             (|v| v["peer"][0]["colour"] = json!("red"), "peer[0].colour:"),
+            (
+                |v| v["peer"][0]["transport"] = json!("rbudp"),
+                "peer[0].rate: required",
+            ),
+            (
+                |v| {
+                    v["peer"][0]["transport"] = json!("rbudp");
+                    v["peer"][0]["rate"] = json!("100Mbit");
+                },
+                "peer[0].payload: required",
+            ),
+            (
+                |v| {
+                    v["peer"][0]["transport"] = json!("rbudp");
+                    v["peer"][0]["rate"] = json!("100Mbit");
+                    v["peer"][0]["payload"] = json!(20);
+                },
+                "peer[0].payload:",
+            ),
+            (
+                |v| {
+                    v["peer"][0]["transport"] = json!("rbudp");
+                    v["peer"][0]["rate"] = json!("100Mbit");
+                    v["peer"][0]["payload"] = json!(1472);
+                },
+                "outside.udp_listen: needed",
+            ),
+            (
+                |v| {
+                    v["outside"]["udp_listen"] = json!("127.0.0.1:7402");
+                    v["peer"][0]["transport"] = json!("rbudp");
+                    v["peer"][0]["rate"] = json!("100Mbit");
+                    v["peer"][0]["payload"] = json!(1472);
+                    v["peer"][0]["blast"] = json!("32MiB");
+                },
+                "peer[0].blast:",
+            ),
+            (
+                |v| {
+                    v["outside"]["udp_listen"] = json!("127.0.0.1:7402");
+                    v["peer"][0]["transport"] = json!("rbudp");
+                    v["peer"][0]["rate"] = json!("100Mbit");
+                    v["peer"][0]["payload"] = json!(1472);
+                    v["peer"][0]["test_drop"] = json!(1.5);
+                },
+                "peer[0].test_drop:",
+            ),
+            (
+                |v| v["peer"][0]["rate"] = json!("100Mbit"),
+                "peer[0].rate: only for",
+            ),
             (|v| v["peer"][0]["cluster"] = json!("a"), "peer[0].cluster:"),
             (
                 |v| v["trunk"] = json!({"idle_timeout": "20"}),
@@ -1126,6 +1332,25 @@ mod tests {
             let e = err(v);
             assert!(e.starts_with(key), "{e:?} should start with {key:?}");
         }
+    }
+
+    #[test]
+    fn rbudp_peer_settings_and_defaults() {
+        let mut v = base();
+        v["outside"]["udp_listen"] = json!("127.0.0.1:7402");
+        v["peer"][0]["transport"] = json!("rbudp");
+        v["peer"][0]["rate"] = json!("190Mbit");
+        v["peer"][0]["payload"] = json!(1472);
+        let c = Config::from_value(&v, Path::new("/etc/x.toml")).unwrap();
+        let r = c.peers[0].rbudp.clone().unwrap();
+        assert_eq!(c.peers[0].transport, Transport::Rbudp);
+        assert_eq!(r.rate, 190_000_000 / 8);
+        assert_eq!((r.payload, r.blast, r.window), (1472, 1 << 20, 16 << 20));
+        assert_eq!(r.bulk_threshold, 256 << 10);
+        assert_eq!(r.test_drop, 0.0);
+        // Two trunks share the rate.
+        assert_eq!(r.session_config(2).rate, 190_000_000 / 16);
+        assert_eq!(c.udp_listen, Some("127.0.0.1:7402".parse().unwrap()));
     }
 
     #[test]

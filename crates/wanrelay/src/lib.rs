@@ -8,7 +8,9 @@
 //! * [`stream`]: splicing a TCP connection with a trunk stream, and the far
 //!   side's connect to the destination node;
 //! * [`relay`]: shared state, listeners, dialers, shutdown;
-//! * [`metrics`]: counters and the Prometheus text endpoint.
+//! * [`metrics`]: counters and the Prometheus text endpoint;
+//! * [`rbudp`]: the RBUDP data path (UDP socket, sessions, blasts) for
+//!   peers with `transport = "rbudp"`.
 //!
 //! The reference for operators is docs/wanrelay.md; the wire formats are in
 //! docs/wanproto.md.
@@ -16,6 +18,7 @@
 pub mod config;
 pub mod inside;
 pub mod metrics;
+pub mod rbudp;
 pub mod relay;
 pub mod stream;
 pub mod trunk;

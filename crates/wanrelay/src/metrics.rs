@@ -35,6 +35,18 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("wanrelay_trunk_rtt_seconds", "gauge", "Last round-trip time measured with PING on the trunk."),
     ("wanrelay_trunk_send_buffered_bytes", "gauge", "Stream bytes written to the trunk and not yet sent."),
     ("wanrelay_errors_total", "counter", "Internal errors by kind (accept failures and the like)."),
+    ("wanrelay_rbudp_up", "gauge", "1 if the trunk's RBUDP session is up (both SESSION messages exchanged), by peer and trunk."),
+    ("wanrelay_rbudp_datagrams_total", "counter", "RBUDP datagrams by peer and kind (sent: all sent, first or resent; resent: resends; received: with new data)."),
+    ("wanrelay_rbudp_bytes_total", "counter", "RBUDP datagram bytes sent (UDP payload) and data bytes received, by peer."),
+    ("wanrelay_rbudp_blasts_total", "counter", "RBUDP blasts started (sent) and received complete, by peer."),
+    ("wanrelay_rbudp_reports_total", "counter", "RBUDP missing-packet reports sent and received, by peer."),
+    ("wanrelay_rbudp_session_dropped_total", "counter", "Datagrams a session dropped, by peer and reason (duplicate, malformed, stray, forged, stale, early)."),
+    ("wanrelay_rbudp_dropped_total", "counter", "Datagrams dropped before reaching a session, by reason (stray: no live session has its id; malformed: not RBUDP)."),
+    ("wanrelay_rbudp_stream_bytes_total", "counter", "Stream payload bytes carried by blasts, by peer and direction (to_wan, from_wan); the rest went over the trunk."),
+    ("wanrelay_rbudp_window_bytes", "gauge", "Bytes of blasts not yet released: side=sent ours held by the peer, side=received the peer's held here."),
+    ("wanrelay_rbudp_protocol_errors_total", "counter", "Trunks closed for an RBUDP protocol violation of the peer."),
+    ("wanrelay_rbudp_control_ignored_total", "counter", "RBUDP control messages from a peer configured here with transport tcp (ignored: everything stays on the trunk)."),
+    ("wanrelay_rbudp_test_dropped_total", "counter", "TEST ONLY (peer.test_drop): datagrams dropped on purpose before sending."),
 ];
 
 /// Labels as (key, value) pairs.

@@ -56,6 +56,8 @@ pub struct Relay {
     shutdown_tx: watch::Sender<bool>,
     next_trunk_id: AtomicU64,
     live_trunks: Mutex<HashMap<u64, Arc<Trunk>>>,
+    udp: std::sync::OnceLock<crate::rbudp::UdpPath>,
+    closed_rbudp: Mutex<HashMap<usize, wanproto::RbudpStats>>,
     closed_trunk_bytes: Mutex<HashMap<(usize, usize), (u64, u64)>>,
     /// Inside connections allowed at once.
     pub inside_permits: Arc<Semaphore>,
@@ -92,6 +94,8 @@ impl Relay {
             shutdown_tx,
             next_trunk_id: AtomicU64::new(1),
             live_trunks: Mutex::new(HashMap::new()),
+            udp: std::sync::OnceLock::new(),
+            closed_rbudp: Mutex::new(HashMap::new()),
             closed_trunk_bytes: Mutex::new(HashMap::new()),
         })
     }
@@ -155,6 +159,17 @@ impl Relay {
     /// the one it replaces.
     pub fn register(&self, p: Placement, trunk: Arc<Trunk>) -> Option<Arc<Trunk>> {
         self.lock_slots(p.peer)[p.slot].replace(trunk)
+    }
+
+    /// The RBUDP socket (`outside.udp_listen`), once running.
+    pub fn udp(&self) -> Option<&crate::rbudp::UdpPath> {
+        self.udp.get()
+    }
+
+    /// Adds the counters of a closed RBUDP session to its peer's totals.
+    pub fn add_closed_rbudp(&self, peer: usize, stats: wanproto::RbudpStats) {
+        let mut m = self.closed_rbudp.lock().unwrap_or_else(|e| e.into_inner());
+        crate::rbudp::add_stats(m.entry(peer).or_default(), &stats);
     }
 
     /// Adds the byte counts of a closed trunk connection to its slot's totals.
@@ -279,6 +294,51 @@ impl Relay {
         let mut live_bytes: HashMap<(usize, usize), (u64, u64)> = HashMap::new();
         for (i, p) in self.config.peers.iter().enumerate() {
             let slots: Vec<Option<Arc<Trunk>>> = self.lock_slots(i).clone();
+            if p.rbudp.is_some() {
+                let mut total = self
+                    .closed_rbudp
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&i)
+                    .copied()
+                    .unwrap_or_default();
+                for (s, t) in slots.iter().enumerate() {
+                    let Some(t) = t else { continue };
+                    let g = t.lock();
+                    let Some(link) = g.rbudp.as_ref() else {
+                        continue;
+                    };
+                    crate::rbudp::add_stats(&mut total, &link.session.stats());
+                    let slot = s.to_string();
+                    let labels = [("peer", p.name.as_str()), ("trunk", slot.as_str())];
+                    gauges.push(gauge(
+                        "wanrelay_rbudp_up",
+                        &labels,
+                        f64::from(u8::from(
+                            link.peer_addr.is_some() && link.session.is_ready(),
+                        )),
+                    ));
+                    gauges.push(gauge(
+                        "wanrelay_rbudp_window_bytes",
+                        &[
+                            ("peer", p.name.as_str()),
+                            ("trunk", slot.as_str()),
+                            ("side", "sent"),
+                        ],
+                        link.session.peer_window_used() as f64,
+                    ));
+                    gauges.push(gauge(
+                        "wanrelay_rbudp_window_bytes",
+                        &[
+                            ("peer", p.name.as_str()),
+                            ("trunk", slot.as_str()),
+                            ("side", "received"),
+                        ],
+                        link.session.receive_window_used() as f64,
+                    ));
+                }
+                gauges.extend(crate::rbudp::stats_samples(&p.name, &total));
+            }
             for (s, t) in slots.iter().enumerate() {
                 let slot = s.to_string();
                 let labels = [("peer", p.name.as_str()), ("trunk", slot.as_str())];
@@ -344,6 +404,7 @@ pub struct Listeners {
     inside: Vec<TcpListener>,
     outside: Vec<TcpListener>,
     metrics: Option<TcpListener>,
+    udp: Option<tokio::net::UdpSocket>,
 }
 
 /// Binds every listener of `config` (so errors come before anything runs).
@@ -378,10 +439,19 @@ pub async fn bind(config: &Config) -> Result<Listeners, StartError> {
         Some(a) => Some(one("metrics.listen", a).await?),
         None => None,
     };
+    let udp = match config.udp_listen {
+        Some(addr) => Some(crate::rbudp::bind(addr).map_err(|source| StartError::Bind {
+            what: "outside.udp_listen",
+            addr,
+            source,
+        })?),
+        None => None,
+    };
     Ok(Listeners {
         inside,
         outside,
         metrics,
+        udp,
     })
 }
 
@@ -396,6 +466,11 @@ pub async fn run(
     stop_now: impl std::future::Future<Output = ()>,
 ) {
     let mut tasks = Vec::new();
+    if let Some(sock) = listeners.udp {
+        info!(addr = %sock.local_addr().map_or_else(|_| "?".into(), |a| a.to_string()), "RBUDP socket");
+        let _ = relay.udp.set(crate::rbudp::UdpPath::new(sock));
+        tasks.push(tokio::spawn(crate::rbudp::receive(relay.clone())));
+    }
     for l in listeners.inside {
         info!(addr = %l.local_addr().map_or_else(|_| "?".into(), |a| a.to_string()), "inside listener");
         tasks.push(tokio::spawn(crate::inside::accept_loop(relay.clone(), l)));

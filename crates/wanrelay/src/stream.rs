@@ -182,7 +182,11 @@ pub async fn splice(
             }
         }
     }
-    trunk.lock().streams.remove(&id);
+    {
+        let mut g = trunk.lock();
+        g.streams.remove(&id);
+        crate::rbudp::forget_stream(&trunk, &mut g, id);
+    }
     drop(sock);
 }
 
@@ -195,46 +199,102 @@ async fn to_wan(
     counter: &AtomicU64,
     total: &AtomicU64,
 ) -> Result<(), Abort> {
-    let mut buf = initial;
-    let mut n = buf.len();
-    counter.fetch_add(n as u64, Ordering::Relaxed);
-    total.fetch_add(n as u64, Ordering::Relaxed);
-    buf.resize(CHUNK.max(n), 0);
+    // Peers with transport = "rbudp": bulk reads become blasts (see
+    // crate::rbudp for the policy); `offset` counts the bytes written to
+    // the trunk stream, where the next blast is inserted.
+    let bulk = crate::rbudp::settings(trunk);
+    let mut offset: u64 = 0;
+    let mut out = initial;
+    counter.fetch_add(out.len() as u64, Ordering::Relaxed);
+    total.fetch_add(out.len() as u64, Ordering::Relaxed);
+    let mut buf = vec![0u8; CHUNK];
     loop {
-        let mut pos = 0;
-        while pos < n {
-            let took = {
-                let mut g = trunk.lock();
-                let r = g.conn.write(id, &buf[pos..n]);
-                trunk.dispatch(&mut g);
-                trunk.kick(&mut g);
-                r
-            };
-            match took {
-                Ok(0) => shared.writable.notified().await,
-                Ok(k) => {
-                    pos += k;
-                }
-                Err(_) => return Err(Abort::Ended),
-            }
-        }
-        n = match rd.read(&mut buf[..CHUNK]).await {
-            Ok(0) => {
-                let r = {
-                    let mut g = trunk.lock();
-                    let r = g.conn.finish(id);
-                    trunk.dispatch(&mut g);
-                    trunk.kick(&mut g);
-                    r
-                };
-                return r.map_err(|_| Abort::Ended);
-            }
+        write_stream(trunk, id, shared, &out, &mut offset).await?;
+        out.clear();
+        let n = match rd.read(&mut buf).await {
+            Ok(0) => return finish_stream(trunk, id),
             Ok(n) => n,
             Err(e) => return Err(Abort::Local(e)),
         };
         counter.fetch_add(n as u64, Ordering::Relaxed);
         total.fetch_add(n as u64, Ordering::Relaxed);
+        let Some(b) = bulk
+            .as_ref()
+            .filter(|_| n == CHUNK && shared.accepted.load(Ordering::Acquire))
+        else {
+            out.extend_from_slice(&buf[..n]);
+            continue;
+        };
+        // A full read: gather a blast.
+        let mut blast = Vec::with_capacity(b.blast);
+        blast.extend_from_slice(&buf[..n]);
+        let mut eof = false;
+        while blast.len() < b.blast {
+            let room = (b.blast - blast.len()).min(CHUNK);
+            match tokio::time::timeout(crate::rbudp::GATHER_WAIT, rd.read(&mut buf[..room])).await {
+                Err(_) => break,
+                Ok(Ok(0)) => {
+                    eof = true;
+                    break;
+                }
+                Ok(Ok(k)) => {
+                    blast.extend_from_slice(&buf[..k]);
+                    counter.fetch_add(k as u64, Ordering::Relaxed);
+                    total.fetch_add(k as u64, Ordering::Relaxed);
+                }
+                Ok(Err(e)) => return Err(Abort::Local(e)),
+            }
+        }
+        if blast.len() >= b.bulk_threshold {
+            if let Err(back) = crate::rbudp::send_blast(trunk, id, offset, blast).await {
+                out = back;
+            }
+        } else {
+            out = blast;
+        }
+        if eof {
+            write_stream(trunk, id, shared, &out, &mut offset).await?;
+            return finish_stream(trunk, id);
+        }
     }
+}
+
+/// Writes all of `data` to the trunk stream (waiting for room).
+async fn write_stream(
+    trunk: &Arc<Trunk>,
+    id: StreamId,
+    shared: &StreamShared,
+    data: &[u8],
+    offset: &mut u64,
+) -> Result<(), Abort> {
+    let mut pos = 0;
+    while pos < data.len() {
+        let took = {
+            let mut g = trunk.lock();
+            let r = g.conn.write(id, &data[pos..]);
+            trunk.dispatch(&mut g);
+            trunk.kick(&mut g);
+            r
+        };
+        match took {
+            Ok(0) => shared.writable.notified().await,
+            Ok(k) => {
+                pos += k;
+                *offset += k as u64;
+            }
+            Err(_) => return Err(Abort::Ended),
+        }
+    }
+    Ok(())
+}
+
+/// EOF on the socket: FIN on the stream.
+fn finish_stream(trunk: &Arc<Trunk>, id: StreamId) -> Result<(), Abort> {
+    let mut g = trunk.lock();
+    let r = g.conn.finish(id);
+    trunk.dispatch(&mut g);
+    trunk.kick(&mut g);
+    r.map_err(|_| Abort::Ended)
 }
 
 async fn from_wan(
@@ -258,22 +318,42 @@ async fn from_wan(
             .map_err(Abort::Local)?;
     }
     let mut buf = vec![0u8; CHUNK];
+    // Trunk bytes read so far: blasts (RBUDP peers) are spliced in at
+    // their announced offsets.
+    let mut tcp_read: u64 = 0;
     loop {
         let r = {
             let mut g = trunk.lock();
-            let r = g.conn.read(id, &mut buf);
-            trunk.dispatch(&mut g);
-            trunk.kick(&mut g);
-            r
+            match crate::rbudp::next(&mut g, id, tcp_read) {
+                crate::rbudp::Next::Blast(blast, data) => Ok(Err((blast, data))),
+                crate::rbudp::Next::Wait => Ok(Ok(ReadOutcome::Blocked)),
+                crate::rbudp::Next::Read(limit) => {
+                    let cap = limit.map_or(CHUNK, |l| l.min(CHUNK as u64) as usize);
+                    let r = g.conn.read(id, &mut buf[..cap]);
+                    trunk.dispatch(&mut g);
+                    trunk.kick(&mut g);
+                    r.map(Ok)
+                }
+            }
         };
         match r {
-            Ok(ReadOutcome::Data(n)) => {
+            Ok(Err((blast, data))) => {
+                wr.write_all(&data).await.map_err(Abort::Local)?;
+                let n = data.len() as u64;
+                counter.fetch_add(n, Ordering::Relaxed);
+                total.fetch_add(n, Ordering::Relaxed);
+                drop(data);
+                let mut g = trunk.lock();
+                crate::rbudp::release(trunk, &mut g, blast, n);
+            }
+            Ok(Ok(ReadOutcome::Data(n))) => {
+                tcp_read += n as u64;
                 wr.write_all(&buf[..n]).await.map_err(Abort::Local)?;
                 counter.fetch_add(n as u64, Ordering::Relaxed);
                 total.fetch_add(n as u64, Ordering::Relaxed);
             }
-            Ok(ReadOutcome::Blocked) => shared.readable.notified().await,
-            Ok(ReadOutcome::Finished) => {
+            Ok(Ok(ReadOutcome::Blocked)) => shared.readable.notified().await,
+            Ok(Ok(ReadOutcome::Finished)) => {
                 wr.shutdown().await.map_err(Abort::Local)?;
                 return Ok(());
             }
@@ -346,6 +426,8 @@ pub async fn deliver(
         trunk.lock().streams.remove(&id);
         return;
     }
+    // Accepted: this side may send blasts too.
+    shared.accepted.store(true, Ordering::Release);
     debug!(trunk = trunk.id, stream = id, %destination, %source, "connected to the destination");
     splice(trunk, id, shared, sock, false, Vec::new()).await;
 }

@@ -94,6 +94,8 @@ pub struct TrunkInner {
     pub streams: HashMap<StreamId, Arc<StreamShared>>,
     /// The socket's sending half (until the trunk ends).
     wr: Option<Arc<OwnedWriteHalf>>,
+    /// RBUDP session (peers with `transport = "rbudp"`, once authenticated).
+    pub rbudp: Option<crate::rbudp::RbudpLink>,
     /// Bytes taken from the connection and not yet written, from `out_pos`.
     out: Vec<u8>,
     out_pos: usize,
@@ -131,6 +133,10 @@ pub struct Trunk {
     inner: Mutex<TrunkInner>,
     /// Wakes the writer.
     pub tx: Notify,
+    /// Wakes the RBUDP blaster (new blast, report, session change).
+    pub rbudp_wake: Notify,
+    /// The peer released a blast (window free again).
+    pub rbudp_window: Notify,
     /// Asks the writer to close (replaced by a newer trunk, or shutdown).
     close_request: Mutex<Option<CloseCode>>,
     handshake_permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
@@ -156,10 +162,13 @@ impl Trunk {
                 conn,
                 streams: HashMap::new(),
                 wr: None,
+                rbudp: None,
                 out: Vec::with_capacity(WRITE_CHUNK + 1024),
                 out_pos: 0,
             }),
             tx: Notify::new(),
+            rbudp_wake: Notify::new(),
+            rbudp_window: Notify::new(),
             close_request: Mutex::new(None),
             handshake_permit: Mutex::new(None),
         })
@@ -247,6 +256,7 @@ impl Trunk {
                     info!(trunk = self.id, peer = self.peer_name(), slot = %self.slot_label(),
                           "peer relay sent GOAWAY: no new streams on this trunk");
                 }
+                Event::Rbudp { message } => crate::rbudp::on_control(self, g, &message),
                 Event::Closed { error } => self.on_closed(g, error),
             }
         }
@@ -327,6 +337,7 @@ impl Trunk {
         );
         info!(trunk = self.id, remote = %self.remote, peer = self.peer_name(), cluster = %peer.cluster,
               slot = placement.slot, "trunk up: peer relay authenticated");
+        crate::rbudp::start(self, g);
     }
 
     fn on_stream_opened(
@@ -379,6 +390,7 @@ impl Trunk {
     fn on_closed(self: &Arc<Trunk>, g: &mut TrunkInner, error: Option<ConnectionError>) {
         let relay = &self.relay;
         self.release_handshake_permit();
+        crate::rbudp::stop(self, g);
         let lost = g.streams.len();
         for (_, s) in g.streams.drain() {
             s.end(Reason::TrunkLost);

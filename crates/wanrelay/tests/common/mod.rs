@@ -186,6 +186,11 @@ pub struct WorldOptions {
     pub start_b: bool,
     /// Appended to both configurations (e.g. a `[trunk]` table).
     pub tables: &'static str,
+    /// RBUDP keys of both peers (`transport = "rbudp"`, rate, payload, ...);
+    /// non-empty also gives both relays a UDP socket.
+    pub rbudp: &'static str,
+    /// Extra keys of b0's peer a0 only (e.g. to make b0 speak tcp).
+    pub rbudp_b: Option<&'static str>,
 }
 
 impl Default for WorldOptions {
@@ -198,6 +203,8 @@ impl Default for WorldOptions {
             extra_a: "",
             start_b: true,
             tables: "",
+            rbudp: "",
+            rbudp_b: None,
         }
     }
 }
@@ -210,6 +217,17 @@ pub struct World {
     pub b: Option<RelayProc>,
     pub b_config: String,
     pub b_addrs: (SocketAddr, SocketAddr, SocketAddr),
+    /// UDP sockets of a0 and b0 (RBUDP worlds).
+    pub udp: Option<(SocketAddr, SocketAddr)>,
+}
+
+/// A UDP port free on `ip` now.
+pub fn free_udp_port(ip: IpAddr) -> u16 {
+    std::net::UdpSocket::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -248,12 +266,13 @@ pub fn world(o: WorldOptions) -> World {
         .pacing_rate
         .map_or(String::new(), |r| format!("pacing_rate = \"{r}\"\n"));
     let peer_b = format!(
-        "[[peer]]\nname = \"b0\"\ncluster = \"b\"\naddresses = [\"{b_outside}\"]\nreachable = [\"{}\"]\ntrunks = {}\n{pacing}\n{}",
-        o.a_reachable_b, o.trunks, o.extra_a
+        "[[peer]]\nname = \"b0\"\ncluster = \"b\"\naddresses = [\"{b_outside}\"]\nreachable = [\"{}\"]\ntrunks = {}\n{pacing}\n{}\n{}",
+        o.a_reachable_b, o.trunks, o.extra_a, o.rbudp
     );
     let peer_a = format!(
-        "[[peer]]\nname = \"a0\"\ncluster = \"a\"\nreachable = [\"127.0.1.0/24\"]\ntrunks = {}\n{pacing}",
-        o.trunks
+        "[[peer]]\nname = \"a0\"\ncluster = \"a\"\nreachable = [\"127.0.1.0/24\"]\ntrunks = {}\n{pacing}\n{}\n",
+        o.trunks,
+        o.rbudp_b.unwrap_or(o.rbudp)
     );
     let ca = relay_config(
         "a0",
@@ -275,7 +294,18 @@ pub fn world(o: WorldOptions) -> World {
         b_metrics,
         &peer_a,
     );
-    let (ca, cb) = (format!("{ca}\n{}", o.tables), format!("{cb}\n{}", o.tables));
+    let (mut ca, mut cb) = (format!("{ca}\n{}", o.tables), format!("{cb}\n{}", o.tables));
+    let udp = (!o.rbudp.is_empty()).then(|| {
+        let ua = SocketAddr::new(ip("127.0.0.11"), free_udp_port(ip("127.0.0.11")));
+        let ub = SocketAddr::new(ip("127.0.0.12"), free_udp_port(ip("127.0.0.12")));
+        ca = format!("{ca}\n[outside]\nudp_listen = \"{ua}\"\n");
+        cb = cb.replacen(
+            "[outside]\n",
+            &format!("[outside]\nudp_listen = \"{ub}\"\n"),
+            1,
+        );
+        (ua, ub)
+    });
     let a = RelayProc::start(&dir, "a0", &ca, a_inside, a_outside, a_metrics);
     let b = o
         .start_b
@@ -286,6 +316,7 @@ pub fn world(o: WorldOptions) -> World {
         b,
         b_config: cb,
         b_addrs: (b_inside, b_outside, b_metrics),
+        udp,
     }
 }
 

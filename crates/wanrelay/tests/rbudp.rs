@@ -1,0 +1,434 @@
+//! Relay pairs with `transport = "rbudp"` on loopback (child processes):
+//! bulk data goes as blasts over UDP (with datagrams dropped on purpose by
+//! the test-only `test_drop` knob), small messages stay on the trunk, and
+//! stray datagrams are dropped and counted.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const RBUDP: &str = "transport = \"rbudp\"\nrate = \"400Mbit\"\npayload = 1472\n";
+const RBUDP_LOSSY: &str =
+    "transport = \"rbudp\"\nrate = \"400Mbit\"\npayload = 1472\nwindow = \"4MiB\"\ntest_drop = 0.05\n";
+
+async fn exchange(c: tokio::net::TcpStream, s: tokio::net::TcpStream, n: usize) -> f64 {
+    tokio::time::timeout(Duration::from_secs(120), exchange_inner(c, s, n))
+        .await
+        .expect("the exchange finished within 120 s")
+}
+
+async fn exchange_inner(c: tokio::net::TcpStream, s: tokio::net::TcpStream, n: usize) -> f64 {
+    let t0 = Instant::now();
+    let (cr, cw) = c.into_split();
+    let (sr, sw) = s.into_split();
+    let send = |mut w: tokio::net::tcp::OwnedWriteHalf, seed: u64| {
+        tokio::spawn(async move {
+            let mut h = Sha256::new();
+            let mut sent = 0;
+            let mut i = 0;
+            while sent < n {
+                let chunk = pattern(seed + i, (n - sent).min(1 << 20));
+                h.update(&chunk);
+                w.write_all(&chunk).await.unwrap();
+                sent += chunk.len();
+                i += 1;
+            }
+            w.shutdown().await.unwrap();
+            h.finalize()
+        })
+    };
+    let recv = |mut r: tokio::net::tcp::OwnedReadHalf| {
+        tokio::spawn(async move {
+            let mut h = Sha256::new();
+            let mut got = 0;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let k = r.read(&mut buf).await.unwrap();
+                if k == 0 {
+                    break;
+                }
+                h.update(&buf[..k]);
+                got += k;
+            }
+            (got, h.finalize())
+        })
+    };
+    let up = send(cw, 1);
+    let down = send(sw, 1_000_000);
+    let at_dest = recv(sr);
+    let at_client = recv(cr);
+    let limit = Duration::from_secs(120);
+    let (up, down) = (up.await.unwrap(), down.await.unwrap());
+    let (n1, h1) = tokio::time::timeout(limit, at_dest)
+        .await
+        .expect("client -> destination finished")
+        .unwrap();
+    let (n2, h2) = tokio::time::timeout(limit, at_client)
+        .await
+        .expect("destination -> client finished")
+        .unwrap();
+    assert_eq!((n1, h1), (n, up), "client -> destination bytes differ");
+    assert_eq!((n2, h2), (n, down), "destination -> client bytes differ");
+    t0.elapsed().as_secs_f64()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_goes_by_udp_blasts_exact_both_ways_despite_loss() {
+    let w = world(WorldOptions {
+        rbudp: RBUDP_LOSSY,
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    assert!(
+        w.a.wait_metric(
+            "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"} 1",
+            Duration::from_secs(5)
+        )
+        .await,
+        "{}",
+        w.a.log_text()
+    );
+    let dest = Dest::new("127.0.2.1").await;
+    let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (s, _) = dest.accept().await;
+    const N: usize = 30 * 1000 * 1000;
+    let secs = exchange(c, s, N).await;
+    println!(
+        "30 MB each way at once over RBUDP with 5 % of datagrams dropped: {secs:.2} s ({:.0} Mbit/s each way)",
+        N as f64 * 8.0 / secs / 1e6
+    );
+    for (relay, peer) in [(&w.a, "b0"), (w.b(), "a0")] {
+        let page = relay.scrape().await;
+        let m = |series: String| metric(&page, &series).unwrap_or(0.0);
+        let by_udp = m(format!(
+            "wanrelay_rbudp_stream_bytes_total{{peer=\"{peer}\",direction=\"to_wan\"}}"
+        ));
+        assert!(
+            by_udp >= 0.8 * N as f64,
+            "{peer}: only {by_udp} bytes went by UDP\n{page}"
+        );
+        let from_udp = m(format!(
+            "wanrelay_rbudp_stream_bytes_total{{peer=\"{peer}\",direction=\"from_wan\"}}"
+        ));
+        assert!(
+            from_udp >= 0.8 * N as f64,
+            "{peer}: only {from_udp} bytes came by UDP\n{page}"
+        );
+        let sent = m(format!(
+            "wanrelay_rbudp_datagrams_total{{peer=\"{peer}\",kind=\"sent\"}}"
+        ));
+        let resent = m(format!(
+            "wanrelay_rbudp_datagrams_total{{peer=\"{peer}\",kind=\"resent\"}}"
+        ));
+        let dropped = m(format!(
+            "wanrelay_rbudp_test_dropped_total{{peer=\"{peer}\"}}"
+        ));
+        let received = m(format!(
+            "wanrelay_rbudp_datagrams_total{{peer=\"{peer}\",kind=\"received\"}}"
+        ));
+        assert!(sent > 0.8 * N as f64 / 1448.0, "{page}");
+        assert!(
+            dropped > 0.02 * sent && dropped < 0.08 * sent,
+            "test_drop ~5 %: {dropped} of {sent}"
+        );
+        assert!(
+            resent >= dropped * 0.9,
+            "every dropped datagram is resent: {resent} < {dropped}"
+        );
+        assert!(received > 0.0);
+        let reports = m(format!(
+            "wanrelay_rbudp_reports_total{{peer=\"{peer}\",direction=\"received\"}}"
+        ));
+        assert!(reports > 0.0, "{page}");
+        // Windows drained once everything was delivered.
+        assert!(
+            relay
+                .wait_metric(
+                    &format!("wanrelay_rbudp_window_bytes{{peer=\"{peer}\",trunk=\"0\",side=\"sent\"}} 0"),
+                    Duration::from_secs(5)
+                )
+                .await
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_messages_stay_on_the_trunk_and_bulk_goes_by_udp() {
+    let w = world(WorldOptions {
+        rbudp: RBUDP,
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    assert!(
+        w.a.wait_metric(
+            "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"} 1",
+            Duration::from_secs(5)
+        )
+        .await
+    );
+    let dest = Dest::new("127.0.2.1").await;
+    let addr = dest.addr;
+    let echo = dest.echo();
+    let mut c = open_ok(w.a.inside, "127.0.1.1", addr).await;
+    // Request-response with messages up to 60 KB: every byte on the trunk.
+    let mut rtts = Vec::new();
+    for (k, size) in [1usize, 1000, 60_000].into_iter().enumerate() {
+        for i in 0..30 {
+            let msg = pattern((k * 100 + i) as u64, size);
+            let t0 = Instant::now();
+            c.write_all(&msg).await.unwrap();
+            let mut back = vec![0u8; size];
+            c.read_exact(&mut back).await.unwrap();
+            assert!(back == msg);
+            if size == 1 {
+                rtts.push(t0.elapsed());
+            }
+        }
+    }
+    rtts.sort();
+    let median = rtts[rtts.len() / 2];
+    println!("1-byte round trip through rbudp relays (trunk path): median {median:?}");
+    let page = w.a.scrape().await;
+    let m = |s: &str| metric(&page, s).unwrap_or(0.0);
+    assert_eq!(
+        m("wanrelay_rbudp_datagrams_total{peer=\"b0\",kind=\"sent\"}"),
+        0.0,
+        "{page}"
+    );
+    assert_eq!(
+        m("wanrelay_rbudp_stream_bytes_total{peer=\"b0\",direction=\"to_wan\"}"),
+        0.0
+    );
+    // Small messages never wait for a blast (GATHER_WAIT or a blast's round trip).
+    assert!(median < Duration::from_millis(2), "median {median:?}");
+    // A 4 MB message: bulk, by UDP.
+    let big = pattern(77, 4_000_000);
+    let (mut r, mut wr) = c.into_split();
+    let b2 = big.clone();
+    let writer = tokio::spawn(async move {
+        wr.write_all(&b2).await.unwrap();
+        wr
+    });
+    let mut back = vec![0u8; big.len()];
+    tokio::time::timeout(Duration::from_secs(30), r.read_exact(&mut back))
+        .await
+        .expect("4 MB echoed")
+        .unwrap();
+    writer.await.unwrap();
+    assert!(back == big);
+    let page = w.a.scrape().await;
+    let by_udp = metric(
+        &page,
+        "wanrelay_rbudp_stream_bytes_total{peer=\"b0\",direction=\"to_wan\"}",
+    )
+    .unwrap_or(0.0);
+    assert!(by_udp >= 3_000_000.0, "{page}");
+    echo.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stray_and_malformed_datagrams_are_dropped_and_counted() {
+    let w = world(WorldOptions {
+        rbudp: RBUDP,
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    let (_, b_udp) = w.udp.unwrap();
+    let sock = tokio::net::UdpSocket::bind("127.0.0.99:0").await.unwrap();
+    // Not RBUDP at all.
+    for i in 0..10u8 {
+        sock.send_to(&[i; 100], b_udp).await.unwrap();
+    }
+    // RBUDP-shaped, with session ids no session has.
+    for i in 0..20u32 {
+        let mut d = vec![0xeeu8; 200];
+        wanproto::rbudp::DatagramHeader {
+            session: 0x7000_0000 + i,
+            token: 1,
+            blast: 1,
+            seq: 0,
+        }
+        .write(&mut d);
+        sock.send_to(&d, b_udp).await.unwrap();
+    }
+    assert!(
+        w.b()
+            .wait_metric(
+                "wanrelay_rbudp_dropped_total{reason=\"malformed\"} 10",
+                Duration::from_secs(5)
+            )
+            .await,
+        "{}",
+        w.b().scrape().await
+    );
+    // A few of the strays may hit the live session's id by chance (1 in
+    // 2^32 each): none does here, so exactly 20.
+    assert!(
+        w.b()
+            .wait_metric(
+                "wanrelay_rbudp_dropped_total{reason=\"stray\"} 20",
+                Duration::from_secs(5)
+            )
+            .await
+    );
+    // The relay still carries bulk data by UDP.
+    let dest = Dest::new("127.0.2.1").await;
+    let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (s, _) = dest.accept().await;
+    exchange(c, s, 5_000_000).await;
+    let page = w.a.scrape().await;
+    assert!(
+        metric(
+            &page,
+            "wanrelay_rbudp_datagrams_total{peer=\"b0\",kind=\"sent\"}"
+        )
+        .unwrap_or(0.0)
+            > 0.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbudp_relay_facing_a_tcp_relay_keeps_everything_on_the_trunk() {
+    let w = world(WorldOptions {
+        rbudp: RBUDP,
+        rbudp_b: Some(""),
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (s, _) = dest.accept().await;
+    exchange(c, s, 5_000_000).await;
+    let page = w.a.scrape().await;
+    assert_eq!(
+        metric(
+            &page,
+            "wanrelay_rbudp_datagrams_total{peer=\"b0\",kind=\"sent\"}"
+        )
+        .unwrap_or(0.0),
+        0.0
+    );
+    assert_eq!(
+        metric(&page, "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"}"),
+        Some(0.0),
+        "{page}"
+    );
+    assert!(
+        metric(
+            &w.b().scrape().await,
+            "wanrelay_rbudp_control_ignored_total{peer=\"a0\"}"
+        )
+        .unwrap_or(0.0)
+            >= 1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_destination_holding_the_window_does_not_stall_another_stream() {
+    let w = world(WorldOptions {
+        rbudp: "transport = \"rbudp\"\nrate = \"400Mbit\"\npayload = 1472\nwindow = \"2MiB\"\nblast = \"1MiB\"\n",
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    assert!(
+        w.a.wait_metric(
+            "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"} 1",
+            Duration::from_secs(5)
+        )
+        .await
+    );
+    let stalled = Dest::new("127.0.2.1").await;
+    let busy = Dest::new("127.0.2.1").await;
+    let busy_addr = busy.addr;
+    let echo = busy.echo();
+    let c1 = open_ok(w.a.inside, "127.0.1.1", stalled.addr).await;
+    let (_never_read, _) = stalled.accept().await;
+    let filler = tokio::spawn(async move {
+        let mut c1 = c1;
+        let chunk = vec![1u8; 1 << 20];
+        loop {
+            if c1.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    // The stalled stream's blasts fill b0's window.
+    assert!(
+        w.a.wait_metric(
+            "wanrelay_rbudp_window_bytes{peer=\"b0\",trunk=\"0\",side=\"sent\"} 2097152",
+            Duration::from_secs(10)
+        )
+        .await,
+        "{}",
+        w.a.scrape().await
+    );
+    let c2 = open_ok(w.a.inside, "127.0.1.2", busy_addr).await;
+    let data = pattern(9, 10_000_000);
+    let (mut r, mut wr) = c2.into_split();
+    let d2 = data.clone();
+    let writer = tokio::spawn(async move {
+        wr.write_all(&d2).await.unwrap();
+        wr.shutdown().await.unwrap();
+    });
+    let mut back = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), r.read_to_end(&mut back))
+        .await
+        .expect("the second stream is not stalled")
+        .unwrap();
+    writer.await.unwrap();
+    assert!(back == data);
+    filler.abort();
+    echo.abort();
+}
+
+#[test]
+fn the_rbudp_example_in_the_docs_is_valid_and_rate_is_required() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/wanrelay.md"
+    ))
+    .unwrap();
+    let blocks: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    let base = blocks[0].split("[[peer]]").next().unwrap();
+    let rbudp_peer = blocks[1];
+    assert!(rbudp_peer.contains("transport = \"rbudp\""));
+    let dir = scratch_dir();
+    write_key(&dir, "psk", KEY_A, 0o600);
+    let check = |text: &str| {
+        let p = dir.join("a0.toml");
+        std::fs::write(&p, text).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_wanrelay"))
+            .args(["--check", "--config"])
+            .arg(&p)
+            .output()
+            .unwrap()
+    };
+    let out = check(&format!("{base}{rbudp_peer}"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let no_rate: String = rbudp_peer
+        .lines()
+        .filter(|l| !l.starts_with("rate "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = check(&format!("{base}{no_rate}"));
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("peer[0].rate: required") && err.contains("not TCP-friendly"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
