@@ -503,6 +503,34 @@ def test_bad_relay_setting_is_reported_and_relaying_is_off(name, value, message)
     assert lines(done.stdout)["data 127.0.1.3"] == "ok 1000"
 
 
+def test_per_cluster_relay_list_picks_this_clusters_relays():
+    """One WANMPI_RELAYS for every process of a job: each takes its own cluster's entry."""
+    with FakeRelay() as relay:
+        every = f"b=127.0.1.250:7000; a={relay.endpoints};c=127.0.2.250:7000"
+        out = relaycheck("pair", SOURCE, "127.0.1.3", "nonblocking", "addr", "1000", relays=every)
+        assert [r["destination"][0] for r in relay.seen] == ["127.0.1.3"]
+    assert lines(out.stdout)["data 127.0.1.3"] == "ok 1000" and "relaying is off" not in out.stderr
+
+
+def test_per_cluster_relay_list_without_this_cluster_relays_nothing():
+    with FakeRelay() as relay:
+        out = relaycheck("pair", SOURCE, "127.0.1.3", "nonblocking", "addr", "10",
+                         relays=f"b={relay.endpoints}", env={"WANMPI_SHIM_DEBUG": "1"})
+        assert relay.seen == []
+    assert "names no relays of this process's cluster 'a'" in out.stderr
+    assert lines(out.stdout)["data 127.0.1.3"] == "ok 10"
+
+
+@pytest.mark.parametrize("value", ["a=127.0.0.11:7000;127.0.0.12:7000", "=127.0.0.11:7000",
+                                   "a=127.0.0.11:7000;a=127.0.0.12:7000", "a=127.0.0.11:7000,bad"])
+def test_malformed_per_cluster_relay_list_turns_relaying_off(value):
+    with FakeRelay() as relay:
+        out = relaycheck("pair", SOURCE, "127.0.1.3", "blocking", "addr", "10", relays=value)
+        assert relay.seen == []
+    assert out.stderr.count("relaying is off in this process") == 1, out.stderr
+    assert lines(out.stdout)["data 127.0.1.3"] == "ok 10"
+
+
 def test_relays_without_a_cluster_map_are_reported():
     done = relaycheck("pair", SOURCE, "127.0.1.3", "blocking", "addr", "10", relays="127.0.0.11:7000",
                       env={"WANMPI_CLUSTER_MAP": None})

@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="environment variable for every rank (repeatable)")
     rn.add_argument("--no-wanmpi", dest="wanmpi", action="store_false",
                     help="run on the MPI library alone, without preloading libwanmpi (for comparison)")
+    rn.add_argument("--no-relays", dest="relays", action="store_false",
+                    help="connect the clusters directly even if the topology has relays (public "
+                         "clusters only; for comparison)")
     rn.add_argument("--tcp-stats", action="store_true",
                     help="after the job, print its TCP retransmission timeouts, retransmitted segments and "
                          "tail-loss probes, summed over its nodes, to stderr")
@@ -257,6 +260,9 @@ def cmd_status(args) -> int:
         print(f"cluster {c.name}: {len(c.nodes)} nodes, {c.network} ({kind}), NIC "
               f"{units.format_rate(c.nic_bps)}, port buffer {units.format_size(c.port_buffer)}")
         print("  nodes: " + " ".join(f"{n.name}={n.address}" for n in c.nodes))
+        if c.relay_nodes:
+            print(f"  relays (NIC {units.format_rate(c.relay_nodes[0].nic_bps)}): "
+                  + " ".join(f"{r.name}={r.inside},{r.outside}" for r in c.relay_nodes))
     counters = {} if problems else emulator.counters()
     for l in t.links:
         print(f"link {l.name}: {units.format_rate(l.rate_bps)}, {units.format_duration_us(l.delay_us)} "
@@ -271,8 +277,8 @@ def cmd_status(args) -> int:
 
 
 def describe(t: Topology) -> str:
-    clusters = ", ".join(f"{c.name} ({len(c.nodes)} nodes{', private' if c.private else ''})"
-                         for c in t.clusters)
+    clusters = ", ".join(f"{c.name} ({len(c.nodes)} nodes{', private' if c.private else ''}"
+                         f"{f', {c.relays} relays' if c.relays else ''})" for c in t.clusters)
     links = ", ".join(f"{l.name} {units.format_rate(l.rate_bps)}/{units.format_duration_us(l.delay_us)}"
                       for l in t.links)
     return f"clusters {clusters}; WAN {links}"
@@ -284,7 +290,9 @@ def cmd_topology(args) -> int:
         print(json.dumps({
             "clusters": [{"name": c.name, "private": c.private, "network": c.network,
                           "nic_bps": c.nic_bps, "port_buffer": c.port_buffer,
-                          "nodes": {n.name: n.address for n in c.nodes}} for c in t.clusters],
+                          "nodes": {n.name: n.address for n in c.nodes},
+                          "relays": {r.name: {"inside": r.inside, "outside": r.outside, "nic_bps": r.nic_bps}
+                                     for r in c.relay_nodes}} for c in t.clusters],
             "links": [{"name": l.name, "rate_bps": l.rate_bps, "delay_us": l.delay_us,
                        "queue_bytes": l.queue_bytes, "loss": l.loss} for l in t.links]}, indent=1))
     else:
@@ -316,7 +324,7 @@ def cmd_run(args) -> int:
         raise CliError(f"{args.program} is built with {other} but --mpi is {mpi.name}: "
                        f"build it with {mpi.mpicc} or run it with --mpi {other}")
     job = launch.Job(t, [program, *args.args], launch.placement(t, ranks, args.map), env,
-                     wanmpi=args.wanmpi)
+                     wanmpi=args.wanmpi, use_relays=args.relays)
     if not (args.tcp_stats or args.tcp_stats_json):
         return launch.run_job(mpi, job, timeout=args.timeout)
     with tcpstats.measure(t, job.ranks) as measured:

@@ -8,6 +8,13 @@ enters a node's namespace) and real clusters (ssh).
 `run_job` runs it: the launcher starts on the node of rank 0, every process of
 the job carries WANMPI_JOB_ID in its environment, and on exit, timeout or
 Ctrl-C every process still carrying it is killed.
+
+Relays: when the topology has relay nodes and the job spans clusters,
+`run_job` starts the job's relays first (relays.py) and preloads libwanshim
+into the launcher and its daemons too (Open MPI's orted, hydra's proxies),
+not only into the ranks: their own connections cross clusters, and a private
+cluster is reachable only through its relays. If a relay dies while the job
+runs, the job is ended with an error naming it.
 """
 from __future__ import annotations
 
@@ -15,17 +22,20 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import libwanmpi, net, paths, shell
+from . import libwanmpi, net, paths, relays, shell
 from .topo import Node, Topology
 
 EXIT_TIMEOUT = 124
+EXIT_RELAY_LOST = 125
 EXIT_INTERRUPTED = 130
+RELAY_LOSS_GRACE_S = 10.0      # a job that lost a relay may fail by itself this long, then it is ended
 
 
 class LaunchError(RuntimeError):
@@ -75,7 +85,29 @@ class Job:
     env: dict[str, str] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)   # passed to the launcher as is
     wanmpi: bool = True                # preload libwanmpi and libwanshim (False: the MPI library alone)
+    use_relays: bool = True            # through the topology's relays, if it has any
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    @property
+    def clusters(self) -> list[str]:
+        """The clusters the job's ranks are in, in topology order."""
+        spanned = {n.cluster for n in self.ranks}
+        return [c.name for c in self.topo.clusters if c.name in spanned]
+
+    @property
+    def relayed(self) -> bool:
+        """Whether connections between clusters go through relays."""
+        return self.use_relays and self.topo.has_relays and self.emulated and len(self.clusters) > 1
+
+    def daemon_environment(self) -> dict[str, str]:
+        """Environment of the launcher and its daemons (inherited by the ranks
+        unless rank_environment sets the same name): with relays, libwanshim
+        relaying but not pacing their connections."""
+        if not self.relayed:
+            return {}
+        return {"LD_PRELOAD": str(libwanmpi.shim_library()),
+                "WANMPI_CLUSTER_MAP": libwanmpi.environment(self.topo)["WANMPI_CLUSTER_MAP"],
+                "WANMPI_PACING_RATE": "0", **relays.environment(self.topo)}
 
     @property
     def emulated(self) -> bool:
@@ -99,9 +131,10 @@ class Job:
         what goes on the wire (once relaying redirects connects, the relay's
         address). libwanmpi finds the shim's API with dlsym(RTLD_DEFAULT), which
         does not depend on the order either."""
+        relaying = relays.environment(self.topo) if self.relayed else {}
         if not self.wanmpi:
-            return dict(self.env)
-        env = {**libwanmpi.environment(self.topo), **self.env}
+            return {**self.daemon_environment(), **self.env}
+        env = {**libwanmpi.environment(self.topo), **relaying, **self.env}
         preload = [str(libwanmpi.library(mpi)), str(libwanmpi.shim_library())]
         if self.env.get("LD_PRELOAD"):
             preload.append(self.env["LD_PRELOAD"])
@@ -252,12 +285,13 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
             if not library.exists():
                 raise LaunchError(f"{library} not found: build it with `make lib`, "
                                   "or run without it (--no-wanmpi)")
-    spanned = {n.cluster for n in job.ranks}
-    private = [c.name for c in job.topo.clusters if c.name in spanned and c.private]
-    if private and len(spanned) > 1:
-        raise LaunchError(f"cluster {private[0]!r} is private: its nodes cannot be reached from the "
-                          "other clusters without relays, and wanrelay is not available yet; "
-                          "map the job inside one cluster or onto public clusters")
+    private = [c for c in job.clusters if job.topo.cluster(c).private]
+    if private and len(job.clusters) > 1 and not job.relayed:
+        why = "the job runs without them (--no-relays)" if job.topo.has_relays else \
+            "the topology has no relays (set relays = 1 or more in every cluster)"
+        raise LaunchError(f"cluster {private[0]!r} is private: its nodes can be reached from the other "
+                          f"clusters only through relays, and {why}; "
+                          "or map the job inside one cluster or onto public clusters")
     if job.emulated:
         state = net.State.load()
         if state is None:
@@ -268,13 +302,28 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
         problems = net.health(state)
         if problems:
             raise LaunchError("the testbed is not healthy: " + "; ".join(problems))
+    if not job.relayed:
+        return _run(launcher, job, timeout, stdout, None)
+    with relays.RelaySet(job.topo, job.job_id) as relay_set:
+        try:
+            relay_set.start()
+        except relays.RelayError as e:
+            raise LaunchError(f"the job's relays did not start: {e}") from None
+        return _run(launcher, job, timeout, stdout, relay_set)
+
+
+def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set) -> int:
     job.hostfile.write_text(launcher.hostfile_text(job))
     argv = launcher.argv(job)
+    daemon_env = job.daemon_environment()
+    if daemon_env:            # set inside the node: the namespace tools themselves run without the shim
+        argv = ["env", *(f"{k}={v}" for k, v in daemon_env.items()), *argv]
     if job.emulated:
         argv = net.node_command(job.ranks[0], argv)
     env = {**os.environ, "WANMPI_JOB_ID": job.job_id}
     proc = subprocess.Popen(argv, env=env, stdout=stdout, start_new_session=True)
     interrupted: list[int] = []
+    relay_lost_at = None
 
     def on_signal(signum, _frame):
         interrupted.append(signum)
@@ -291,15 +340,34 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
                       flush=True)
                 status = EXIT_TIMEOUT
                 break
+            if relay_lost_at is None and report_lost_relay(relay_set):
+                relay_lost_at = time.monotonic()
+            if relay_lost_at is not None and time.monotonic() > relay_lost_at + RELAY_LOSS_GRACE_S:
+                print(f"wanmpi: the job did not end {RELAY_LOSS_GRACE_S:g} s after losing a relay; "
+                      "killing every rank", file=sys.stderr, flush=True)
+                status = EXIT_RELAY_LOST
+                break
             time.sleep(0.05)
         else:
             status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+            if relay_lost_at is None:           # the job may have failed first, on its own
+                report_lost_relay(relay_set)
     finally:
         stop_job(proc, job.job_id)
         for s, handler in previous.items():
             signal.signal(s, handler)
         job.hostfile.unlink(missing_ok=True)
     return status
+
+
+def report_lost_relay(relay_set) -> bool:
+    """Say on stderr that a relay of the job died, if one did; True if so."""
+    if relay_set is None or not relay_set.dead():
+        return False
+    lost = relay_set.dead()[0]
+    print(f"wanmpi: relay {lost.relay.name} exited (status {lost.proc.returncode}) while the job ran; "
+          f"connections through it are lost: {relay_set.tail(lost)}", file=sys.stderr, flush=True)
+    return True
 
 
 def stop_job(proc: subprocess.Popen, job_id: str) -> None:

@@ -10,6 +10,11 @@ Per cluster (see docs/testbed.md for the naming and addressing scheme):
   wm-{node}   one namespace per node: eth0 (tbf at the NIC rate), default
               route via the router; TCP buffer limits sized from the
               bandwidth-delay product of its cluster's longest WAN path
+  wm-{c}-relay{k}  a relay node: in0 on the cluster's switch, out0 on the
+              router's relay network (bridge dmz0, public even when the
+              cluster is private), both at the relay NIC rate; default route
+              out through the router. wanrelay runs here for a job
+              (relays.py), never on the nodes.
 The WAN links are served by one `wanem` process (delay, rate, drop-tail
 queue, loss) whose control socket `wanmpi link` talks to.
 
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import emulator, paths, shell, tcptune
-from .topo import NETNS_PREFIX, Cluster, Node, Topology
+from .topo import NETNS_PREFIX, Cluster, Node, Relay, Topology
 
 HOST_QUEUE_BYTES = 1_500_000     # a node's own transmit queue (1000 full packets)
 GLOBAL_SYSCTLS = {"net.core.netdev_max_backlog": 10000}
@@ -187,6 +192,7 @@ class Net:
     def write_hosts_file(self) -> None:
         lines = ["127.0.0.1\tlocalhost"]
         lines += [f"{n.address}\t{n.name}" for n in self.topo.nodes]
+        lines += [f"{r.inside}\t{r.name}" for r in self.topo.relays]
         paths.HOSTS_FILE.write_text("\n".join(lines) + "\n")
 
     def global_sysctls(self) -> dict[str, int]:
@@ -218,6 +224,12 @@ class Net:
         shell.run(in_netns(rt, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]))
         for node in c.nodes:
             self.build_node(c, node)
+        if c.relay_nodes:
+            ip(rt, "link", "add", "dmz0", "mtu", mtu, "type", "bridge", "forward_delay", "0")
+            ip(rt, "addr", "add", f"{c.relay_gateway}/24", "dev", "dmz0")
+            ip(rt, "link", "set", "dmz0", "up")
+        for relay in c.relay_nodes:
+            self.build_relay(c, relay)
         if c.private:
             self.add_nat(c)
 
@@ -233,6 +245,30 @@ class Net:
         ip(ns, "route", "add", "default", "via", c.gateway)
         tbf(ns, "eth0", c.nic_bps, HOST_QUEUE_BYTES, mtu)              # the node's NIC
         tbf(c.switch_netns, port, c.nic_bps, c.port_buffer, mtu)       # switch port toward it
+        shell.run(in_netns(ns, ["sysctl", "-q", "-w", *node_tcp_sysctls(self.topo, c)]))
+
+    def build_relay(self, c: Cluster, relay: Relay) -> None:
+        """A relay node: like a node on the inside, plus an outside interface on
+        the router's relay network; each interface and the port toward it
+        shaped at the relay NIC rate."""
+        mtu = self.topo.mtu
+        ns, port = relay.netns, f"relay-{relay.index}"
+        self.add_netns(ns)
+        ip(ns, "link", "add", "in0", "mtu", str(mtu), "type", "veth",
+           "peer", "name", port, "mtu", str(mtu), "netns", c.switch_netns)
+        ip(c.switch_netns, "link", "set", port, "master", "br0", "up")
+        ip(ns, "addr", "add", f"{relay.inside}/{c.prefixlen}", "dev", "in0")
+        ip(ns, "link", "set", "in0", "up")
+        ip(ns, "link", "add", "out0", "mtu", str(mtu), "type", "veth",
+           "peer", "name", port, "mtu", str(mtu), "netns", c.router_netns)
+        ip(c.router_netns, "link", "set", port, "master", "dmz0", "up")
+        ip(ns, "addr", "add", f"{relay.outside}/24", "dev", "out0")
+        ip(ns, "link", "set", "out0", "up")
+        ip(ns, "route", "add", "default", "via", c.relay_gateway)
+        for dev in ("in0", "out0"):
+            tbf(ns, dev, relay.nic_bps, HOST_QUEUE_BYTES, mtu)
+        tbf(c.switch_netns, port, relay.nic_bps, c.port_buffer, mtu)
+        tbf(c.router_netns, port, relay.nic_bps, c.port_buffer, mtu)
         shell.run(in_netns(ns, ["sysctl", "-q", "-w", *node_tcp_sysctls(self.topo, c)]))
 
     def add_nat(self, c: Cluster) -> None:
@@ -267,6 +303,8 @@ class Net:
                     ip(c.router_netns, "route", "add", f"{dest.public_address}/32", "dev", dev)
                 if not dest.private:
                     ip(c.router_netns, "route", "add", dest.network, "dev", dev)
+                if dest.relay_nodes:
+                    ip(c.router_netns, "route", "add", dest.relay_network, "dev", dev)
         self.start_wanem()
 
     def start_wanem(self) -> None:

@@ -22,6 +22,8 @@ REMOTE_SHELL = os.environ.get("WANMPI_SSH", "ssh")
 
 # The WAN emulator binary (cargo workspace at the repository root).
 WANEM = Path(os.environ.get("WANMPI_WANEM", REPO / "target" / "release" / "wanem"))
+# The relay daemon, run on the testbed's relay nodes for a job (same workspace).
+WANRELAY = Path(os.environ.get("WANMPI_WANRELAY", REPO / "target" / "release" / "wanrelay"))
 # The UDP loss and capacity probe used by `wanmpi bench emulator` (same workspace).
 UDPPROBE = REPO / "target" / "release" / "udpprobe"
 

@@ -9,6 +9,8 @@ Naming and addressing are derived from indices (documented in docs/testbed.md):
   cluster c (index ci)  LAN 198.18.ci.0/24 (public) or 10.ci.0.0/24 (private)
   node      {c}{i}      address .i+1 of the LAN, netns wm-{c}{i}, interface eth0
   router    {c}-r       LAN address .254, public address 198.19.0.ci+1
+  relay     {c}-relay{k} inside address .220+k of the LAN, outside address
+                        198.19.(ci+1).(k+1) on the router's relay network
 """
 from __future__ import annotations
 
@@ -28,9 +30,11 @@ MAX_CLUSTERS = 200
 CLUSTER_NAME = re.compile(r"^[a-z](?:[a-z0-9]{0,4}[a-z])?$")
 
 TESTBED_KEYS = {"mtu": 1500}
+MAX_RELAYS_PER_CLUSTER = 16
 CLUSTER_DEFAULTS = {"nodes": 4, "nic": "100Mbit", "port_buffer": "64KB",
                     "private": False, "relays": 0}
-CLUSTER_KEYS = {"name", "hosts", "network", *CLUSTER_DEFAULTS}
+CLUSTER_OPTIONAL = {"relay_nic"}                   # default: the cluster's nic
+CLUSTER_KEYS = {"name", "hosts", "network", *CLUSTER_DEFAULTS, *CLUSTER_OPTIONAL}
 WAN_DEFAULTS = {"rate": "200Mbit", "delay": "10ms", "queue": "100KB", "loss": 0.0}
 WAN_KEYS = {*WAN_DEFAULTS, "link"}
 LINK_KEYS = {"clusters", *WAN_DEFAULTS}
@@ -43,7 +47,10 @@ COLLECTIVES_DEFAULTS = {"lanes": "auto", "chunk": "32KiB", "small": "8KiB",
 PACING_MODES = ("off", "fixed", "matb")
 ALLTOALL_RATES = ("auto", "matb", "off")           # how an all-to-all is paced while it runs
 PACING_KEYS = {"mode", "rate", "senders", "alltoall", "divisor"}
-TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing"}
+RELAY_KEYS = {"connections", "pacing"}
+RELAY_INSIDE_PORT = 7400            # where a relay takes its cluster's connections
+RELAY_OUTSIDE_PORT = 7401           # where it takes its peer relays' trunks
+TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing", "relay"}
 
 
 class TopologyError(ValueError):
@@ -68,6 +75,30 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Relay:
+    """A relay node (wanrelay) of an emulated cluster: an inside interface on
+    the cluster's LAN and an outside one on its router's relay network."""
+    name: str
+    cluster: str
+    index: int
+    inside: str             # address on the cluster's LAN
+    outside: str            # address on the router's relay network (public)
+    nic_bps: int            # each of its two interfaces
+
+    @property
+    def netns(self) -> str:
+        return NETNS_PREFIX + self.name
+
+    @property
+    def inside_endpoint(self) -> str:
+        return f"{self.inside}:{RELAY_INSIDE_PORT}"
+
+    @property
+    def outside_endpoint(self) -> str:
+        return f"{self.outside}:{RELAY_OUTSIDE_PORT}"
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     index: int
@@ -77,6 +108,7 @@ class Cluster:
     relays: int
     network: str            # CIDR of the cluster's nodes
     nodes: tuple[Node, ...]
+    relay_nodes: tuple[Relay, ...] = ()
 
     @property
     def emulated(self) -> bool:
@@ -106,6 +138,15 @@ class Cluster:
     @property
     def prefixlen(self) -> int:
         return ipaddress.ip_network(self.network).prefixlen
+
+    @property
+    def relay_network(self) -> str:
+        """The router's network for its relays' outside interfaces (public)."""
+        return f"198.19.{self.index + 1}.0/24"
+
+    @property
+    def relay_gateway(self) -> str:
+        return f"198.19.{self.index + 1}.254"
 
 
 @dataclass(frozen=True)
@@ -158,6 +199,21 @@ class Pacing:
 
 
 @dataclass(frozen=True)
+class RelaySettings:
+    """How the relays carry traffic between clusters ([relay] in the file).
+
+    Relay k of one cluster pairs with relay k (modulo their number) of every
+    other cluster: with N relays per cluster, N relay pairs (the IMPI relay
+    paper's trunks). `connections`: TCP connections per relay pair.
+    `pacing_bps`: each relay's total rate toward one peer; None: not paced;
+    "auto" (the default) resolves per pair to 95 % of the smaller of the
+    relays' NIC rate and the WAN path's share per relay pair.
+    """
+    connections: int = 1
+    pacing: str | int = "auto"      # "auto", "off" or bits/s
+
+
+@dataclass(frozen=True)
 class Topology:
     source: str
     clusters: tuple[Cluster, ...]
@@ -166,6 +222,21 @@ class Topology:
     collectives: Collectives = Collectives()
     text: str = field(default="", compare=False, repr=False)
     pacing: Pacing = Pacing()
+    relay: RelaySettings = RelaySettings()
+
+    @property
+    def relays(self) -> tuple[Relay, ...]:
+        return tuple(r for c in self.clusters for r in c.relay_nodes)
+
+    @property
+    def has_relays(self) -> bool:
+        return any(c.relay_nodes for c in self.clusters)
+
+    def relay_node(self, name: str) -> Relay:
+        for r in self.relays:
+            if r.name == name:
+                return r
+        raise KeyError(name)
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -304,7 +375,23 @@ class _Reader:
         links = self.links(raw.get("wan", {}), clusters)
         collectives = self.collectives(raw.get("collectives", {}))
         pacing = self.pacing(raw.get("pacing", {}))
-        return Topology(self.source, tuple(clusters), tuple(links), mtu, collectives, text, pacing)
+        relay = self.relay(raw.get("relay", {}), clusters)
+        return Topology(self.source, tuple(clusters), tuple(links), mtu, collectives, text, pacing, relay)
+
+    def relay(self, raw: object, clusters: list[Cluster]) -> RelaySettings:
+        settings = self.table(raw, "relay", RELAY_KEYS)
+        connections = self.integer("relay.connections", settings.get("connections", 1), 1, 64)
+        pacing = settings.get("pacing", "auto")
+        if pacing not in ("auto", "off"):
+            pacing = self.convert("relay.pacing", pacing, units.parse_rate)
+        relaying = [c for c in clusters if c.relays]
+        if relaying and len(relaying) != len(clusters):
+            without = [c.name for c in clusters if not c.relays]
+            raise self.fail(f"cluster[{clusters.index(next(c for c in clusters if not c.relays))}].relays",
+                            f"cluster(s) {', '.join(without)} have no relays but {relaying[0].name!r} has: "
+                            "with relays, every cluster needs at least one (a connection is relayed at "
+                            "both ends)")
+        return RelaySettings(connections, pacing)
 
     def pacing(self, raw: object) -> Pacing:
         settings = self.table(raw, "pacing", PACING_KEYS)
@@ -368,11 +455,15 @@ class _Reader:
             raise self.fail(f"{key}.port_buffer", f"{port_buffer} bytes is smaller than one packet "
                             f"(testbed.mtu = {self.mtu} B)")
         private = self.boolean(f"{key}.private", settings["private"])
-        relays = self.integer(f"{key}.relays", settings["relays"], 0, 16)
-        if relays:
-            raise self.fail(f"{key}.relays", "relay nodes are not available yet (wanrelay has not "
-                            "landed); set relays = 0")
+        relays = self.integer(f"{key}.relays", settings["relays"], 0, MAX_RELAYS_PER_CLUSTER)
+        relay_nic = self.convert(f"{key}.relay_nic", settings.get("relay_nic", settings["nic"]),
+                                 units.parse_rate)
+        if "relay_nic" in raw and not relays:
+            raise self.fail(f"{key}.relay_nic", "only with relays = 1 or more")
         if "hosts" in raw:
+            if relays:
+                raise self.fail(f"{key}.relays", "relays on real clusters are not generated by wanmpi: "
+                                "run wanrelay on your relay hosts (docs/wanrelay.md) and set relays = 0")
             return self.real_cluster(key, index, name, raw, nic, port_buffer, private, relays)
         if "network" in raw:
             raise self.fail(f"{key}.network", "only for real clusters (with hosts = [...])")
@@ -382,7 +473,9 @@ class _Reader:
         network = f"10.{index}.0.0/24" if private else f"198.18.{index}.0/24"
         base = ipaddress.ip_network(network).network_address
         members = tuple(Node(f"{name}{i}", name, i, str(base + i + 1)) for i in range(nodes))
-        return Cluster(name, index, nic, port_buffer, private, relays, network, members)
+        relay_nodes = tuple(Relay(f"{name}-relay{k}", name, k, str(base + 220 + k),
+                                  f"198.19.{index + 1}.{k + 1}", relay_nic) for k in range(relays))
+        return Cluster(name, index, nic, port_buffer, private, relays, network, members, relay_nodes)
 
     def real_cluster(self, key, index, name, raw, nic, port_buffer, private, relays) -> Cluster:
         if "nodes" in raw:

@@ -63,6 +63,7 @@
 #define WM_ENV_SHIM_DEBUG     "WANMPI_SHIM_DEBUG"     /* 1: sockets tracked and rates set,
                                                          2: every intercepted call; to stderr */
 #define WM_ENV_RELAYS         "WANMPI_RELAYS"         /* this cluster's relays, "IP:PORT,IP:PORT"
+                                                         (or every cluster's: "a=IP:PORT,...;b=...")
                                                          in relay-index order: every TCP connect to
                                                          another cluster goes to the one chosen by
                                                          destination host; a connection from one of

@@ -231,6 +231,44 @@ static int parse_timeout(const char *text, int *ms)
     return 0;
 }
 
+/* WANMPI_RELAYS in its per-cluster form, "a=IP:PORT,IP:PORT;b=IP:PORT" (one
+ * setting for every process of a job, whatever its cluster): copies this
+ * process's cluster's list into `out`. 1: found, 0: no entry for this cluster
+ * (or this process is in no cluster), -1: malformed (an entry without '=', a
+ * name repeated, or a list longer than `size`). */
+static int own_relays(const char *spec, char *out, size_t size)
+{
+    int self = ws_self_cluster();
+    const char *name = self >= 0 ? ws_cluster_name(self) : NULL;
+    int found = 0;
+    out[0] = 0;
+    for (const char *p = spec; *p;) {
+        const char *end = strchr(p, ';');
+        if (!end)
+            end = p + strlen(p);
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == end && !*end)
+            break;                          /* a trailing ';' */
+        if (!eq || eq == p)
+            return -1;
+        const char *n_end = eq;
+        while (n_end > p && (n_end[-1] == ' ' || n_end[-1] == '\t'))
+            n_end--;
+        if (name && strlen(name) == (size_t)(n_end - p) && !memcmp(p, name, (size_t)(n_end - p))) {
+            size_t len = (size_t)(end - eq - 1);
+            if (found || len >= size)
+                return -1;
+            memcpy(out, eq + 1, len);
+            out[len] = 0;
+            found = 1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return found;
+}
+
 void ws_relay_init(void)
 {
     const char *list = getenv(WM_ENV_RELAYS);
@@ -245,6 +283,19 @@ void ws_relay_init(void)
     if (!relays || !sources) {
         relaying_off(WM_ENV_RELAYS, list ? list : "", "out of memory");
         return;
+    }
+    char own[1024];
+    if (list && strchr(list, '=')) {
+        int found = own_relays(list, own, sizeof own);
+        if (found < 0) {
+            relaying_off(WM_ENV_RELAYS, list, "expected CLUSTER=IP:PORT,...;CLUSTER=IP:PORT,... (one "
+                         "entry per cluster, at most %zu bytes each) or IP:PORT,...", sizeof own - 1);
+            return;
+        }
+        if (found == 0)
+            WS_DEBUG(1, "%s names no relays of this process's cluster '%s': nothing is relayed",
+                     WM_ENV_RELAYS, ws_cluster_name(ws_self_cluster()));
+        list = own;
     }
     if (list && *list && each_item(list, add_relay, NULL) != 0) {
         relaying_off(WM_ENV_RELAYS, list, "'%s' is not IP:PORT (an IPv4 address or [IPv6], a port "
