@@ -263,11 +263,33 @@ def test_relay_index_is_chosen_by_destination_host_like_wanproto():
         assert [int(line.split()[2]) for line in out if line] == [select(n, h) for h in hosts]
 
 
+def test_relay_by_address_spreads_consecutive_hosts_round_robin():
+    hosts = [f"127.0.1.{i}" for i in range(1, 9)] + ["10.0.0.255", "10.0.1.0"]
+    for n in (1, 2, 3, 4):
+        out = relaycheck("select-address", str(n), *hosts, preload=False).stdout.split("\n")
+        expected = [int(ipaddress.IPv4Address(h)) % n for h in hosts]
+        assert [int(line.split()[2]) for line in out if line] == expected
+    with FakeRelay(RELAY_IPS) as relay:
+        out = relaycheck("pair", SOURCE, ",".join(hosts[:8]), "nonblocking", "addr", "1000", relays=relay.endpoints)
+        used = {r["destination"][0]: r["relay"] for r in relay.seen}
+    assert used == {h: int(h.rsplit(".", 1)[1]) % 2 for h in hosts[:8]}
+    assert out.stdout.count(" ok 1000") == 8
+
+
+def test_bad_relay_select_is_reported():
+    with FakeRelay() as relay:
+        done = relaycheck("pair", SOURCE, "127.0.1.3", "blocking", "addr", "10", relays=relay.endpoints,
+                          env={"WANMPI_RELAY_SELECT": "random"})
+        assert relay.seen == []
+    assert "WANMPI_RELAY_SELECT=random: expected 'address' or 'hash'; relaying is off" in done.stderr
+
+
 def test_connects_use_the_relay_the_hash_picks():
     hosts = [f"127.0.1.{i}" for i in range(1, 11)]
     assert len({select(2, h) for h in hosts}) == 2          # both relays get some
     with FakeRelay(RELAY_IPS) as relay:
-        out = relaycheck("pair", SOURCE, ",".join(hosts), "nonblocking", "addr", "1000", relays=relay.endpoints)
+        out = relaycheck("pair", SOURCE, ",".join(hosts), "nonblocking", "addr", "1000", relays=relay.endpoints,
+                         env={"WANMPI_RELAY_SELECT": "hash"})
         used = {r["destination"][0]: r["relay"] for r in relay.seen}
     assert used == {h: select(2, h) for h in hosts}
     assert out.stdout.count(" ok 1000") == len(hosts)

@@ -6,7 +6,8 @@
  * Usage:
  *   relaycheck vectors                       the selection hash and a preamble
  *                                            (relay_preamble.c linked in, no shim needed)
- *   relaycheck select N IP...                which of N relays serves each IP
+ *   relaycheck select N IP...                which of N relays serves each IP (the hash)
+ *   relaycheck select-address N IP...        the same by address (the shim's default)
  *   relaycheck pair SRC IP[,IP...] MODE ACCEPT [BYTES]
  *        for each IP: listen on IP, connect from SRC (bind SRC:0 first, as
  *        Open MPI and MPICH do) with a MODE (blocking | nonblocking) connect,
@@ -282,7 +283,9 @@ static int select_relays(int argc, char **argv)
     int n = atoi(argv[2]);
     for (int i = 3; i < argc; i++) {
         struct sockaddr_in a = address(argv[i], 1);
-        printf("select %s %d\n", argv[i], ws_relay_select(n, (struct sockaddr *)&a, sizeof a));
+        int k = !strcmp(argv[1], "select") ? ws_relay_select(n, (struct sockaddr *)&a, sizeof a)
+                                           : ws_relay_select_address(n, (struct sockaddr *)&a, sizeof a);
+        printf("select %s %d\n", argv[i], k);
     }
     return 0;
 }
@@ -467,7 +470,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 2 && !strcmp(argv[1], "vectors"))
         return vectors();
-    if (argc >= 4 && !strcmp(argv[1], "select"))
+    if (argc >= 4 && (!strcmp(argv[1], "select") || !strcmp(argv[1], "select-address")))
         return select_relays(argc, argv);
     if (argc >= 6 && !strcmp(argv[1], "pair"))
         return pair(argc, argv);

@@ -72,6 +72,8 @@
 #define WM_ENV_RELAY_SOURCES  "WANMPI_RELAY_SOURCES"  /* more IPs relays deliver from, "IP,IP" */
 #define WM_ENV_RELAY_TIMEOUT  "WANMPI_RELAY_TIMEOUT"  /* seconds for the relay's connect and reply
                                                          (default 10; then ETIMEDOUT) */
+#define WM_ENV_RELAY_SELECT   "WANMPI_RELAY_SELECT"   /* which relay serves a destination host:
+                                                         "address" (default: IPv4 mod N) or "hash" */
 
 /* Output. The library prints nothing unless asked. */
 #define WM_ENV_STATS          "WANMPI_STATS"          /* per-rank statistics at MPI_Finalize: a file

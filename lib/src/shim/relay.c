@@ -69,6 +69,7 @@ static int nrelay;
 static struct source *sources;
 static int nsource;
 static int timeout_ms = DEFAULT_TIMEOUT_MS;
+static int by_hash;                 /* WANMPI_RELAY_SELECT=hash: wanproto's host hash, not the address */
 
 struct relayed {
     dev_t dev;
@@ -278,6 +279,12 @@ void ws_relay_init(void)
         relaying_off(WM_ENV_RELAY_TIMEOUT, timeout, "expected seconds, more than 0 and at most 3600");
         return;
     }
+    const char *select = getenv(WM_ENV_RELAY_SELECT);
+    if (select && *select && strcmp(select, "address") && strcmp(select, "hash")) {
+        relaying_off(WM_ENV_RELAY_SELECT, select, "expected 'address' or 'hash'");
+        return;
+    }
+    by_hash = select && !strcmp(select, "hash");
     relays = calloc(WS_MAX_RELAYS, sizeof *relays);
     sources = calloc(WS_MAX_RELAY_SOURCES, sizeof *sources);
     if (!relays || !sources) {
@@ -647,7 +654,7 @@ int ws_relay_connect(int fd, const struct sockaddr *addr, socklen_t len, int *re
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0)
         goto pass;
-    int k = ws_relay_select(nrelay, addr, len);
+    int k = by_hash ? ws_relay_select(nrelay, addr, len) : ws_relay_select_address(nrelay, addr, len);
     struct sockaddr_storage relay;
     socklen_t rlen;
     char where[80];

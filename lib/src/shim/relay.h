@@ -32,6 +32,11 @@ uint64_t ws_relay_score(uint64_t key, const uint8_t *host, size_t n);
 /* Which of `nrelay` relays (keys 0..nrelay-1) serves `dst`: the highest
  * score, ties to the first. -1 if `dst` is not IP or there is no relay. */
 int ws_relay_select(int nrelay, const struct sockaddr *dst, socklen_t len);
+/* Relay by address (WANMPI_RELAY_SELECT=address, the default): an IPv4
+ * destination (or IPv4-mapped IPv6) goes to relay (address as a 32-bit number)
+ * mod nrelay, so consecutive node addresses spread evenly over the relays (IMPI
+ * trunking scheme #1: node i through trunk i mod N); other IPv6 by the hash. */
+int ws_relay_select_address(int nrelay, const struct sockaddr *dst, socklen_t len);
 /* Encodes a preamble of `kind`. 0, or -1 if an address is not IP or has
  * port 0 / the unspecified address (which the relay would refuse). */
 int ws_preamble_encode(uint8_t out[WS_PREAMBLE_LEN], int kind, const struct sockaddr *dst,

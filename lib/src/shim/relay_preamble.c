@@ -74,6 +74,18 @@ int ws_relay_select(int nrelay, const struct sockaddr *dst, socklen_t len)
     return best;
 }
 
+int ws_relay_select_address(int nrelay, const struct sockaddr *dst, socklen_t len)
+{
+    uint8_t host[16];
+    size_t n = ws_host_bytes(dst, len, host);
+    if (n == 0 || nrelay <= 0)
+        return -1;
+    if (n != 4)                         /* IPv4-mapped IPv6 comes back as its 4 bytes */
+        return ws_relay_select(nrelay, dst, len);
+    uint32_t a = (uint32_t)host[0] << 24 | (uint32_t)host[1] << 16 | (uint32_t)host[2] << 8 | host[3];
+    return (int)(a % (uint32_t)nrelay);
+}
+
 /* Family byte, port and address of one endpoint; -1 if not encodable. */
 static int put_endpoint(uint8_t *family, uint8_t *port, uint8_t *addr, const struct sockaddr *sa,
                         socklen_t len)
