@@ -179,6 +179,23 @@ def build_parser() -> argparse.ArgumentParser:
     bpa.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bpa.add_argument("--plots", metavar="DIR", help="also draw PNG plots into DIR")
     bpa.set_defaults(handler=cmd_bench_pacing)
+    from . import bench_rbudp
+    bru = bnsub.add_parser("rbudp", help="goodput of one bulk transfer: RBUDP through a relay pair vs TCP cubic "
+                           "and bbr, at several loss rates")
+    topology_option(bru)
+    bru.add_argument("--size", default="1GB", help="bytes to transfer (default: 1GB)")
+    bru.add_argument("--losses", default=bench_rbudp.DEFAULT_LOSSES,
+                     help=f"random loss rates set on the link, e.g. 0,0.1%%,1%% (default: {bench_rbudp.DEFAULT_LOSSES})")
+    bru.add_argument("--delay", default="10ms", help="one-way delay set on the link (default: 10ms)")
+    bru.add_argument("--rate", help="RBUDP blast rate, e.g. 190Mbit (default: 97%% of the path rate)")
+    bru.add_argument("--payload", type=int, default=None,
+                     help="RBUDP UDP payload per datagram in bytes (default: MTU - 28)")
+    bru.add_argument("--variants", default=",".join(bench_rbudp.VARIANTS),
+                     help=f"comma-separated subset of: {', '.join(bench_rbudp.VARIANTS)} (default: all)")
+    bru.add_argument("--max-seconds", type=float, default=120,
+                     help="cut a transfer after this long and report it as partial (default: 120)")
+    bru.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bru.set_defaults(handler=cmd_bench_rbudp)
     from . import bench_suite
     bsu = bnsub.add_parser("suite", help="the NAS-like kernels across the clusters: performance relative to "
                            "one cluster vs delay, and the gain of each technique")
@@ -481,6 +498,26 @@ def cmd_bench_pacing(args) -> int:
                             bench_coll.parse_delays(delays),
                             bench_pacing.parse_list(ccs, available, "cc"), reps, args.json, args.timeout,
                             args.plots)
+
+
+def cmd_bench_rbudp(args) -> int:
+    from . import bench_rbudp
+    try:
+        size = units.parse_size(args.size)
+        delay_ms = units.parse_duration_us(args.delay) / 1000
+        rate = units.parse_rate(args.rate) if args.rate else None
+    except units.UnitError as e:
+        raise CliError(str(e)) from None
+    if size < 1:
+        raise CliError("--size must be at least 1 byte")
+    if args.max_seconds <= 0:
+        raise CliError("--max-seconds must be above 0")
+    t = topology_for(args)
+    payload = args.payload if args.payload is not None else t.mtu - 28
+    if not 64 <= payload <= 65507:
+        raise CliError(f"--payload {payload}: must be 64..65507 bytes")
+    return bench_rbudp.run(t, size, bench_rbudp.parse_losses(args.losses), delay_ms, rate, payload,
+                           bench_rbudp.parse_variants(args.variants), args.max_seconds, args.json)
 
 
 if __name__ == "__main__":
