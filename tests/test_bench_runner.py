@@ -16,7 +16,7 @@ from wanmpi import bench_suite, topo
 
 class FakeTestbed:
     def __init__(self, up: topo.Topology | None = None, fail_up: str | None = None):
-        self.up, self.fail_up, self.log = up, fail_up, []
+        self.up, self.fail_up, self.log, self.broken = up, fail_up, [], False
         self.links = {("a-b", "a_to_b"): {"delay_us": 10_000}}
 
     def current(self):
@@ -40,6 +40,9 @@ class FakeTestbed:
 
     def restore_links(self, saved):
         self.log.append(("restore",))
+
+    def healthy(self):
+        return not self.broken
 
     def emulator_counters(self):
         return {("a-b", "a_to_b"): {"drop_queue": 1, "drop_loss": 0, "late_200us": 0, "late_1ms": 0,
@@ -268,3 +271,59 @@ def test_suite_parts_merge_into_one_result(tmp_path, monkeypatch):
     (tmp_path / "bad.json").write_text(json.dumps(other))
     done = wanmpi("bench", "report", parts[0], str(tmp_path / "bad.json"), timeout=60)
     assert done.returncode == 2 and "the parts differ in delays" in done.stderr
+
+
+def test_a_topology_that_cannot_be_derived_fails_its_cases_only():
+    broken = br.TopologySpec("broken", lambda raw: {**raw, "cluster": [{"name": "Bad Name"}]}, (), "invalid")
+    cases = [br.Case("cg", "plain", "openmpi", 0.0), br.Case("cg", "odd", "openmpi", 0.0, topology=broken)]
+    records = br.Runner(BASE, FakeTestbed(up=BASE), io.StringIO()).run(cases, fake_job)
+    assert records[0].ok and not records[1].ok
+    assert records[1].error.startswith("testbed broken: ") and "cluster[0].name" in records[1].error
+
+
+def test_a_testbed_taken_down_under_the_run_is_brought_up_again():
+    fake = FakeTestbed(up=BASE)
+
+    def vandal(case, t):                  # something else removes the testbed during case 2
+        if case.rep == 2:
+            fake.up = None
+            raise br.BenchError("exit status 15: killed")
+        return fake_job(case, t)
+    cases = br.plan(["cg"], ["plain"], ["openmpi"], [0.0], 3)
+    runner = br.Runner(BASE, fake, io.StringIO())
+    records = runner.run(cases, vandal)
+    assert [r.status for r in records] == ["ok", "failed", "ok"]
+    assert runner.rebuilt == 1 and fake.log.count(("up", BASE.source)) == 1
+    assert fake.up is BASE
+
+
+def test_a_broken_testbed_that_cannot_come_back_fails_the_remaining_cases_and_the_run_ends(tmp_path, monkeypatch):
+    fake = FakeTestbed(up=BASE, fail_up="two-clusters")
+
+    def vandal(case, t):
+        fake.broken = True
+        return fake_job(case, t)
+    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout: vandal(case, t))
+    out = tmp_path / "s.json"
+    status = bench_suite.run(BASE, ["cg"], ["plain"], ["openmpi"], [0.0], 3, "S", None, str(out), 60,
+                             runner=br.Runner(BASE, fake, io.StringIO()))
+    doc = json.loads(out.read_text())
+    assert status == 1 and [c["status"] for c in doc["cases"]][:3] == ["ok", "failed", "failed"]
+    assert "could not be brought up again" in doc["cases"][1]["error"]
+
+
+def test_an_interrupted_suite_keeps_the_cases_it_ran(tmp_path, monkeypatch):
+    calls = []
+
+    def stop_at_third(case, t, timeout):
+        calls.append(case)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return fake_job(case, t)
+    monkeypatch.setattr(bench_suite, "execute", stop_at_third)
+    out = tmp_path / "s.json"
+    with pytest.raises(KeyboardInterrupt):
+        bench_suite.run(BASE, ["cg"], ["plain"], ["openmpi"], [0.0], 5, "S", None, str(out), 60,
+                        runner=br.Runner(BASE, FakeTestbed(up=BASE), io.StringIO()))
+    doc = json.loads(out.read_text())
+    assert [c["status"] for c in doc["cases"]][:4] == ["ok", "ok", "pending", "pending"]

@@ -1,12 +1,16 @@
 """`wanmpi bench suite` on the testbed with a tiny case set: every case runs
 (the Fortran EP through libwanmpi's Fortran bindings included), the reference
 runs on the single-cluster testbed, the results, table and plots are written,
-and the testbed it found is up again with its own link settings."""
+and the testbed it found is up again with its own link settings. The Fortran
+kernels' collectives reach libwanmpi through its Fortran bindings."""
 from __future__ import annotations
 
 import json
 
-from conftest import wanmpi
+import pytest
+
+from conftest import MPIS, wanmpi
+from test_libwanmpi import calls, run, stats
 from wanmpi import emulator, net
 
 
@@ -52,3 +56,16 @@ def test_bench_coll_runs_on_the_shared_runner_and_draws_its_plots(two_clusters, 
     assert {p.name for p in plots.glob("*.png")} == {"coll-bcast.png", "coll-allreduce.png"}
     assert "speed-up of wanmpi" in done.stdout
     assert all(v["delay_us"] == 10_000 for v in emulator.settings().values())   # the topology's delay is back
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("kernel", ["cg_f90", "ep_f90"])
+def test_fortran_kernels_check_ok_through_libwanmpi(two_clusters, tmp_path, mpi, kernel):
+    done = run(mpi, kernel, "--class", "S", "--iters", "3", env=[f"WANMPI_STATS={tmp_path}/stats-%r.json"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("{")))
+    assert line["kernel"] == kernel and line["check"] == "ok" and line["ranks"] == 8
+    ranks = stats(tmp_path)
+    assert len(ranks) == 8
+    ours = calls(ranks, "allreduce", "multilane") + calls(ranks, "allreduce", "singlelane")
+    assert ours >= 8 * 4, f"the Fortran allreduces did not reach libwanmpi: {ranks[0]}"   # warm-up + 3 iterations

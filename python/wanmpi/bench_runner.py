@@ -24,6 +24,9 @@ runner does the rest:
   behind: docs/wanem.md's thresholds).
 - **Failures.** An exception in `execute` (a job that failed, timed out or
   printed no result) marks the case failed with the error; the run goes on.
+  Before every case the testbed is checked: if something took it down or
+  broke it, it is brought up again (or the case fails, saying so). The
+  records of an interrupted run stay in `Runner.records`, for the results.
 - **Progress.** One line per finished case on stderr: its number, the
   elapsed time, an ETA (mean case time of its kind so far x cases left), the
   case and its outcome.
@@ -233,6 +236,7 @@ class Testbed(Protocol):
     def link_settings(self) -> dict: ...
     def restore_links(self, saved: dict) -> None: ...
     def emulator_counters(self) -> dict: ...
+    def healthy(self) -> bool: ...
 
 
 class NetnsTestbed:
@@ -269,6 +273,10 @@ class NetnsTestbed:
 
     def emulator_counters(self) -> dict:
         return emulator.counters()
+
+    def healthy(self) -> bool:
+        state = net.State.load()
+        return state is not None and not net.health(state)
 
 
 # ---- environment ------------------------------------------------------------------------
@@ -366,6 +374,8 @@ class Runner:
         self.testbed = testbed if testbed is not None else NetnsTestbed()
         self.stream = stream
         self.derived: dict[str, Topology] = {}
+        self.records: list[Record] = []      # of the last run, also when it was interrupted
+        self.rebuilt = 0                     # testbeds brought up again under the run
 
     def topology(self, spec: TopologySpec) -> Topology:
         if spec.name not in self.derived:
@@ -379,37 +389,66 @@ class Runner:
             order.setdefault(c.topology.name, (c.topology, []))[1].append(i)
         up = self.testbed.current()
         groups = list(order.values())
-        groups.sort(key=lambda g: 0 if up is not None and self.topology(g[0]).text == up.text else 1)
+
+        def is_up(spec: TopologySpec) -> bool:
+            try:
+                return up is not None and self.topology(spec).text == up.text
+            except (topo.TopologyError, BenchError):
+                return False                      # run() reports it for the group
+        groups.sort(key=lambda g: 0 if is_up(g[0]) else 1)
         return groups
 
     def run(self, cases: list[Case], execute: Callable[[Case, Topology], dict]) -> list[Record]:
-        records = [Record(c) for c in cases]
+        records = self.records = [Record(c) for c in cases]
         progress = Progress(cases, self.stream)
         found = self.testbed.current()
         found_links = self.testbed.link_settings() if found is not None else None
         try:
             for spec, indices in self.groups(cases):
-                t = self.topology(spec)
-                up = self.testbed.current()
-                if up is None or up.text != t.text:
-                    progress.note(f"testbed up: {spec.name} ({spec.description})")
-                    try:
+                try:
+                    t = self.topology(spec)
+                    up = self.testbed.current()
+                    if up is None or up.text != t.text:
+                        progress.note(f"testbed up: {spec.name} ({spec.description})")
                         self.testbed.bring_up(t)
-                    except Exception as e:       # noqa: BLE001 - the whole group fails, the run goes on
-                        for i in indices:
-                            records[i].status, records[i].error = "failed", f"testbed {spec.name}: {e}"
-                            progress.finished(i, records[i])
-                        continue
+                except Exception as e:           # noqa: BLE001 - the whole group fails, the run goes on
+                    for i in indices:
+                        records[i].status, records[i].error = "failed", f"testbed {spec.name}: {e}"
+                        progress.finished(i, records[i])
+                    continue
                 saved = self.testbed.link_settings()
                 try:
                     for i in indices:
-                        self.run_case(records[i], t, execute)
+                        if self.still_up(t, spec, progress):
+                            self.run_case(records[i], t, execute)
+                        else:
+                            records[i].status = "failed"
+                            records[i].error = f"testbed {spec.name} is gone and could not be brought up again"
                         progress.finished(i, records[i])
                 finally:
-                    self.testbed.restore_links(saved)
+                    try:
+                        self.testbed.restore_links(saved)
+                    except Exception as e:       # noqa: BLE001 - the testbed may be gone; results come first
+                        progress.note(f"could not restore the link settings: {e}")
         finally:
             self.restore(found, found_links, progress)
         return records
+
+    def still_up(self, t: Topology, spec: TopologySpec, progress: Progress) -> bool:
+        """The group's testbed is up and healthy before a case, or brought up
+        again (something else took it down or broke it: the case says so in
+        its environment)."""
+        try:
+            up = self.testbed.current()
+            if up is not None and up.text == t.text and self.testbed.healthy():
+                return True
+            progress.note(f"the testbed {spec.name} was taken down or broke under the run: bringing it up again")
+            self.rebuilt += 1
+            self.testbed.bring_up(t)
+            return True
+        except Exception as e:                   # noqa: BLE001 - this case fails, the run goes on
+            progress.note(f"testbed {spec.name} could not be brought up again: {e}")
+            return False
 
     def run_case(self, record: Record, t: Topology, execute: Callable[[Case, Topology], dict]) -> None:
         case = record.case
@@ -527,7 +566,8 @@ def environment_summary(records: list[Record]) -> str:
 
 # ---- one MPI job ------------------------------------------------------------------------------
 def run_job(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict | None = None,
-            extra_args: Iterable[str] = (), wanmpi: bool = True, timeout: float = 600) -> list[dict]:
+            extra_args: Iterable[str] = (), wanmpi: bool = True, timeout: float = 600,
+            use_relays: bool = True) -> list[dict]:
     """Run one job on the testbed that is up; return the JSON lines it printed
     on stdout. BenchError (with the tail of its output) if it failed or printed
     none. Its stderr is captured too, so a failed case records the reason."""
@@ -536,7 +576,8 @@ def run_job(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict | 
     program = Path(argv[0])
     if not program.exists():
         raise BenchError(f"{program} is not built: run `make build`")
-    job = launch.Job(t, [str(program), *argv[1:]], list(nodes), dict(env or {}), list(extra_args), wanmpi=wanmpi)
+    job = launch.Job(t, [str(program), *argv[1:]], list(nodes), dict(env or {}), list(extra_args), wanmpi=wanmpi,
+                     use_relays=use_relays)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         sys.stderr.flush()
         saved = os.dup(2)

@@ -213,6 +213,17 @@ def markdown(summary: list[dict], records: list[Record], settings: dict) -> str:
                     cells.append(f"{r['speedup_over_plain']:.2f}x" if r and r["speedup_over_plain"] else None)
                 table.append([kernel, *cells])
             out.append(markdown_table(["kernel", *techniques], table))
+        drops = {}
+        for r in records:
+            c = r.case
+            if c.mpi == mpi and c.variant in variants and "emulator" in r.env:
+                drops.setdefault((c.kernel, c.variant), []).append(r.env["emulator"]["drops"])
+        if drops:
+            out.append(f"\n{mpi}: packets the emulator dropped at the WAN bottleneck per job (median over the "
+                       "delays and repetitions)\n")
+            out.append(markdown_table(["kernel", *variants], [
+                [kernel, *(f"{statistics.median(drops[(kernel, v)]):g}" if (kernel, v) in drops else None
+                           for v in variants)] for kernel in settings["kernels"]]))
         out.append("")
     failed = [r for r in records if not r.ok]
     if failed:
@@ -238,9 +249,18 @@ def run(base: Topology, kernels: list[str], variants: list[str], mpis: list[str]
                 "variant_env": {v: VARIANTS[v].env for v in variants}}
     started_iso, started = now_iso(), time.monotonic()
     runner = runner or Runner(base)
-    records = runner.run(all_cases, lambda case, t: execute(case, t, timeout))
+    try:
+        records = runner.run(all_cases, lambda case, t: execute(case, t, timeout))
+    except KeyboardInterrupt:                 # keep what was measured: the cases not run stay "pending"
+        if json_path:
+            write_json(json_path, result_document("suite", base, settings, runner.records,
+                                                  summarize(runner.records), started_iso,
+                                                  time.monotonic() - started))
+            print(f"wanmpi: interrupted; the cases so far are in {json_path}")
+        raise
     summary = summarize(records)
     document = result_document("suite", base, settings, records, summary, started_iso, time.monotonic() - started)
+    document["testbed_rebuilt"] = runner.rebuilt
     text = markdown(summary, records, settings)
     print(text)
     if json_path:

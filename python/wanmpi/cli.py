@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"comma-separated subset of: {', '.join(bench_suite.KERNELS)} "
                           f"(default: {','.join(bench_suite.DEFAULT_KERNELS)})")
     bsu.add_argument("--variants", default=",".join(bench_suite.VARIANTS),
-                     help=f"comma-separated subset of: {', '.join(bench_suite.VARIANTS)} (default: all)")
+                     help=f"comma-separated subset of: {', '.join(bench_suite.VARIANTS)} (default: every one)")
     bsu.add_argument("--mpis", default=",".join(bench_suite.MPIS),
                      help=f"comma-separated subset of: {', '.join(bench_suite.MPIS)} (default: both)")
     bsu.add_argument("--delays", default=bench_suite.DEFAULT_DELAYS,
