@@ -237,3 +237,29 @@ def test_killing_a_relay_ends_the_job_with_an_error(public, mpi):
     for node in public.nodes:
         assert net.namespace_pids(node.netns) == []
 
+
+
+# ---- wanmpi bench relay ----------------------------------------------------------------------
+def test_bench_relay_measures_relayed_beside_direct(tmp_path):
+    out = tmp_path / "relay.json"
+    done = wanmpi("bench", "relay", "--parts", "latency", "--mpis", "openmpi", "--delays", "0",
+                  "--json", str(out), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "wanmpi-bench/1" and doc["bench"] == "relay"
+    assert doc["counts"] == {"cases": 2, "ok": 2, "failed": 0}
+    [row] = doc["summary"][0]["latency"]
+    assert row["relayed_us"] > row["direct_us"] > 0 and 0 < row["bandwidth_ratio"] < 2
+    assert "added per relay" in done.stdout
+    assert net.State.load() is None or net.State.load().topology_text != ""   # the runner put the machine back
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--parts", "latency,speed"], "--parts: unknown part 'speed'"),
+    (["--mpis", "lam"], "--mpis: unknown MPI 'lam'"),
+    (["--relay-nic", "fast"], "--relay-nic: cannot read 'fast' as a rate"),
+    (["--reps", "0"], "--reps must be at least 1"),
+])
+def test_bench_relay_bad_arguments_are_named(args, message):
+    done = wanmpi("bench", "relay", *args, timeout=60)
+    assert done.returncode == 2 and message in done.stderr, done.stderr

@@ -179,6 +179,21 @@ def build_parser() -> argparse.ArgumentParser:
     bpa.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bpa.add_argument("--plots", metavar="DIR", help="also draw PNG plots into DIR")
     bpa.set_defaults(handler=cmd_bench_pacing)
+    brl = bnsub.add_parser("relay", help="relays vs direct connections: latency per relay, bandwidth, trunk "
+                           "scaling, NAS-like kernels with and without cross traffic")
+    topology_option(brl)
+    brl.add_argument("--parts", default="latency,trunks,kernels",
+                     help="comma-separated subset of: latency, trunks, kernels (default: all)")
+    brl.add_argument("--mpis", default=",".join(launch.Launcher.registry),
+                     help="comma-separated MPIs (default: openmpi,mpich)")
+    brl.add_argument("--delays", default="0,10", help="one-way WAN delays in ms (default: 0,10; trunks: the largest)")
+    brl.add_argument("--reps", type=int, default=1, help="repetitions of every case; medians shown (default: 1)")
+    brl.add_argument("--class", dest="klass", default="A", choices=("S", "A", "B"),
+                     help="kernel class (default: A)")
+    brl.add_argument("--relay-nic", help="relay NIC rate for the trunk part (default: a quarter of the WAN rate)")
+    brl.add_argument("--timeout", type=float, default=600, help="per job, seconds (default: 600)")
+    brl.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    brl.set_defaults(handler=cmd_bench_relay)
     from . import bench_rbudp
     bru = bnsub.add_parser("rbudp", help="goodput of one bulk transfer: RBUDP through a relay pair vs TCP cubic "
                            "and bbr, at several loss rates")
@@ -482,6 +497,30 @@ def cmd_bench_suite(args) -> int:
 def cmd_bench_report(args) -> int:
     from . import bench_report
     return bench_report.run(args.files, args.out, args.json)
+
+
+def cmd_bench_relay(args) -> int:
+    from . import bench_relay
+    if args.reps < 1:
+        raise CliError(f"--reps must be at least 1, got {args.reps}")
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in bench_relay.PARTS]
+    if unknown or not parts:
+        raise CliError(f"--parts: unknown part {unknown[0] if unknown else '(none)'!r} "
+                       f"(choose from {', '.join(bench_relay.PARTS)})")
+    mpis = [m.strip() for m in args.mpis.split(",") if m.strip()]
+    bad = [m for m in mpis if m not in launch.Launcher.registry]
+    if bad or not mpis:
+        raise CliError(f"--mpis: unknown MPI {bad[0] if bad else '(none)'!r} "
+                       f"(known: {', '.join(launch.Launcher.registry)})")
+    relay_nic = None
+    if args.relay_nic:
+        try:
+            relay_nic = units.parse_rate(args.relay_nic)
+        except units.UnitError as e:
+            raise CliError(f"--relay-nic: {e}") from None
+    return bench_relay.run(topology_for(args), parts, mpis, bench_coll.parse_delays(args.delays), args.reps,
+                           args.klass, relay_nic, args.json, args.timeout)
 
 
 def cmd_bench_pacing(args) -> int:

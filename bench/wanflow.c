@@ -1,0 +1,91 @@
+/* wanflow: aggregate throughput between the two halves of the job.
+ *
+ * Usage: wanflow [--bytes N] [--chunk N]
+ * Rank r of the first half sends N bytes (default 16 MB) to rank r + size/2
+ * of the second half, all pairs at once, in messages of --chunk bytes
+ * (default 1 MiB); placed block-wise, the halves are two clusters and every
+ * pair crosses the WAN. Each receiver checks every byte (a pattern of its
+ * sender and offset). Rank 0 prints one JSON line:
+ *   {"bench": "wanflow", "pairs": P, "bytes": N, "seconds": S,
+ *    "aggregate_mbit": total bits / S / 1e6, "slowest_pair_mbit": ..., "check": "ok"|"CORRUPT"}
+ * S runs from a common start (barrier) to the last receiver's last byte.
+ * A corrupt payload also exits with status 3.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned char byte_at(int sender, long offset)
+{
+    return (unsigned char)((offset * 131 + (offset >> 12) * 7 + sender * 29) & 0xFF);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    long bytes = 16 * 1000 * 1000, chunk = 1 << 20;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 < argc && !strcmp(argv[i], "--bytes"))
+            bytes = atol(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--chunk"))
+            chunk = atol(argv[++i]);
+        else {
+            if (rank == 0)
+                fprintf(stderr, "wanflow: unknown argument %s (usage: wanflow [--bytes N] [--chunk N])\n", argv[i]);
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    if (size < 2 || size % 2 || bytes < 1 || chunk < 1 || chunk > (1L << 30)) {
+        if (rank == 0)
+            fprintf(stderr, "wanflow: needs an even number of ranks (got %d), --bytes >= 1 and 1 <= --chunk <= 1 GiB\n",
+                    size);
+        MPI_Finalize();
+        return 2;
+    }
+    int half = size / 2, sender = rank < half;
+    int partner = sender ? rank + half : rank - half;
+    unsigned char *buf = malloc((size_t)chunk);
+    if (!buf)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    int ok = 1;
+    /* warm up: every pair's connection is open before the clock starts */
+    char token = 0;
+    if (sender)
+        MPI_Send(&token, 1, MPI_CHAR, partner, 1, MPI_COMM_WORLD);
+    else
+        MPI_Recv(&token, 1, MPI_CHAR, partner, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (long off = 0; off < bytes; off += chunk) {
+        long n = bytes - off < chunk ? bytes - off : chunk;
+        if (sender) {
+            for (long k = 0; k < n; k++)
+                buf[k] = byte_at(rank, off + k);
+            MPI_Send(buf, (int)n, MPI_BYTE, partner, 2, MPI_COMM_WORLD);
+        } else {
+            MPI_Recv(buf, (int)n, MPI_BYTE, partner, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (long k = 0; k < n && ok; k++)
+                ok = buf[k] == byte_at(partner, off + k);
+        }
+    }
+    double mine = sender ? 0.0 : MPI_Wtime() - t0;
+    double slowest;
+    int all_ok;
+    MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("{\"bench\": \"wanflow\", \"pairs\": %d, \"bytes\": %ld, \"seconds\": %.6f, \"aggregate_mbit\": %.2f, "
+               "\"slowest_pair_mbit\": %.2f, \"check\": \"%s\"}\n", half, bytes, slowest,
+               8.0 * (double)bytes * half / slowest / 1e6, 8.0 * (double)bytes / slowest / 1e6,
+               all_ok ? "ok" : "CORRUPT");
+        fflush(stdout);
+    }
+    free(buf);
+    MPI_Finalize();
+    return all_ok || rank != 0 ? 0 : 3;
+}

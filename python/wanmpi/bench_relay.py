@@ -1,0 +1,248 @@
+"""`wanmpi bench relay`: what the relays cost and what they give, side by side
+with direct connections on the same testbed (public clusters, `--no-relays`).
+
+Parts (`--parts`, all by default):
+  latency  pingpong between a node of each cluster (2 ranks): half the median
+           round trip of 8-byte messages, and the one-way rate of 4 MiB
+           messages; direct vs through one relay pair (relay NICs = node
+           NICs). Added latency per relay = (relayed - direct) / 2: a message
+           crosses two relays.
+  trunks   wanflow (bench/wanflow.c): every node of one cluster streams to
+           its partner in the other at once; direct, and through 1, 2 and 4
+           relay pairs whose NICs (`--relay-nic`, default a quarter of the
+           WAN rate) are slower than the WAN, against the bound min(N x relay
+           NIC, WAN rate).
+  kernels  NAS-like kernels (bench_suite's, class `--class`) at each delay,
+           direct vs through two relay pairs, without and with cross
+           traffic: one bulk TCP flow between the routers (it crosses the
+           emulated WAN and competes with the job).
+
+The testbeds are derived from the one given (its clusters made public, with
+relays); the runner (bench_runner.py) brings each up, sets the delays, and
+leaves the machine as it found it. Open MPI and MPICH (`--mpis`).
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import launch, net, paths, units
+from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, environment_summary,
+                           markdown_table, now_iso, result_document, run_job, write_json)
+from .bench_suite import KERNELS
+from .topo import Topology
+
+PARTS = ("latency", "trunks", "kernels")
+TRUNKS = (1, 2, 4)
+RELAY_KERNELS = ("bt", "cg", "lu", "mg", "sp")
+PINGPONG = ["-s", str(4 << 20), "-r", "6"]
+FLOW_BYTES = 20_000_000
+CROSS_PORT = 5301
+
+
+def relays_spec(n: int, relay_nic_bps: int | None = None) -> TopologySpec:
+    """Every cluster public, with n relay nodes (at relay_nic_bps, else the node NIC)."""
+    def transform(raw: dict) -> dict:
+        out = dict(raw)
+        out.pop("relay", None)
+        clusters = []
+        for c in raw["cluster"]:
+            c = {k: v for k, v in c.items() if k not in ("relay_nic", "private")}
+            c["relays"] = n
+            if relay_nic_bps:
+                c["relay_nic"] = f"{relay_nic_bps}bit"
+            clusters.append(c)
+        out["cluster"] = clusters
+        return out
+    nic = f" at {units.format_rate(relay_nic_bps)}" if relay_nic_bps else ""
+    return TopologySpec(f"relays-{n}{'-' + units.format_rate(relay_nic_bps) if relay_nic_bps else ''}",
+                        transform, (), f"public clusters, {n} relay node(s) each{nic}")
+
+
+def plan(parts: list[str], mpis: list[str], delays: list[float], reps: int, klass: str,
+         relay_nic_bps: int) -> list[Case]:
+    cases = []
+    one, two = relays_spec(1), relays_spec(2)
+    for rep in range(1, reps + 1):
+        for mpi in mpis:
+            if "latency" in parts:
+                for delay in delays:
+                    for v in ("direct", "relayed"):
+                        cases.append(Case("pingpong", v, mpi, delay, rep, one))
+            if "trunks" in parts:
+                slow = {n: relays_spec(n, relay_nic_bps) for n in TRUNKS}
+                cases.append(Case("wanflow", "direct", mpi, max(delays), rep, slow[1]))
+                for n in TRUNKS:
+                    cases.append(Case("wanflow", f"relayed-{n}", mpi, max(delays), rep, slow[n],
+                                      (("trunks", n),)))
+            if "kernels" in parts:
+                for delay in delays:
+                    for kernel in RELAY_KERNELS:
+                        for cross in (False, True):
+                            for v in ("direct", "relayed"):
+                                cases.append(Case(kernel, v, mpi, delay, rep, two,
+                                                  (("class", klass), ("cross", cross))))
+    # cases of one testbed together (the runner groups them so; keep plan order inside)
+    return cases
+
+
+@contextlib.contextmanager
+def cross_traffic(t: Topology):
+    """One bulk TCP flow from the first cluster's router to the second's, over the
+    emulated WAN, for as long as the block runs."""
+    a, b = t.clusters[0], t.clusters[1]
+    flow = [sys.executable, "-m", "wanmpi.flow"]
+    env = {"PYTHONPATH": str(paths.REPO / "python")}
+    server = subprocess.Popen(net.in_netns(b.router_netns, ["env", *(f"{k}={v}" for k, v in env.items()),
+                                                             *flow, "serve", "--port", str(CROSS_PORT)]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    sender = subprocess.Popen(net.in_netns(a.router_netns, ["env", *(f"{k}={v}" for k, v in env.items()),
+                                                             *flow, "send", "--host", b.public_address,
+                                                             "--port", str(CROSS_PORT), "--seconds", "3600"]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)                   # past slow start
+        if sender.poll() is not None:
+            raise BenchError(f"the cross-traffic flow did not start (exit {sender.returncode})")
+        yield
+    finally:
+        for p in (sender, server):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def execute(case: Case, t: Topology, timeout: float) -> dict:
+    use_relays = case.variant != "direct"
+    if case.kernel == "pingpong":
+        a, b = t.clusters[0].nodes[0], t.clusters[1].nodes[0]
+        job = launch.Job(t, [str(paths.BUILD / case.mpi / "pingpong"), *PINGPONG], [a, b],
+                         use_relays=use_relays)
+        out = run_text_job(case.mpi, job, timeout)
+        m = re.search(r"latency_us ([\d.]+) bandwidth_mbit ([\d.]+) ok", out)
+        if not m:
+            raise BenchError(f"pingpong printed no checked result: {out.strip()[-300:]}")
+        return {"latency_us": float(m.group(1)), "bandwidth_mbit": float(m.group(2))}
+    if case.kernel == "wanflow":
+        nodes = list(t.clusters[0].nodes) + list(t.clusters[1].nodes)
+        rows = run_job(t, case.mpi, [str(paths.BUILD / case.mpi / "wanflow"), "--bytes", str(FLOW_BYTES)],
+                       nodes, timeout=timeout, use_relays=use_relays)
+        if rows[-1].get("check") != "ok":
+            raise BenchError(f"wanflow: payload check failed: {rows[-1]}")
+        return {"aggregate_mbit": rows[-1]["aggregate_mbit"], "seconds": rows[-1]["seconds"]}
+    kernel = KERNELS[case.kernel]
+    nodes = [n for c in t.clusters for n in c.nodes]
+    with cross_traffic(t) if case.param("cross") else contextlib.nullcontext():
+        rows = run_job(t, case.mpi, kernel.argv(case.mpi, case.param("class")), nodes, timeout=timeout,
+                       use_relays=use_relays)
+    row = rows[-1]
+    if row.get("check") != "ok":
+        raise BenchError(f"{case.kernel}: the self-check did not pass: {row}")
+    return {"seconds": row["seconds"]}
+
+
+def run_text_job(mpi: str, job: launch.Job, timeout: float) -> str:
+    import tempfile
+    with tempfile.TemporaryFile("w+") as out:
+        status = launch.run_job(launch.launcher(mpi), job, timeout=timeout, stdout=out)
+        out.seek(0)
+        text = out.read()
+    if status != 0:
+        raise BenchError(f"exit status {status}: {text.strip()[-300:]}")
+    return text
+
+
+# ---- results ----------------------------------------------------------------------------------
+def cells(records: list[Record]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r.ok:
+            c = r.case
+            out.setdefault((c.kernel, c.variant, c.mpi, c.delay_ms, c.param("cross")), []).append(r.metrics)
+    return out
+
+
+def median(rows: list[dict], key: str) -> float:
+    return statistics.median(row[key] for row in rows)
+
+
+def summary(records: list[Record], base: Topology, relay_nic_bps: int) -> dict:
+    c = cells(records)
+    out: dict = {"latency": [], "trunks": [], "kernels": []}
+    for (kernel, variant, mpi, delay, cross), rows in c.items():
+        if kernel == "pingpong" and variant == "relayed":
+            direct = c.get((kernel, "direct", mpi, delay, cross))
+            if direct:
+                lat_d, lat_r = median(direct, "latency_us"), median(rows, "latency_us")
+                bw_d, bw_r = median(direct, "bandwidth_mbit"), median(rows, "bandwidth_mbit")
+                out["latency"].append({"mpi": mpi, "delay_ms": delay, "direct_us": lat_d, "relayed_us": lat_r,
+                                       "added_per_relay_us": round((lat_r - lat_d) / 2, 1),
+                                       "direct_mbit": bw_d, "relayed_mbit": bw_r,
+                                       "bandwidth_ratio": round(bw_r / bw_d, 3)})
+        elif kernel == "wanflow":
+            wan = min(l.rate_bps for l in base.links) / 1e6
+            n = int(variant.split("-")[1]) if variant.startswith("relayed-") else None
+            bound = min(n * relay_nic_bps / 1e6, wan) if n else wan
+            agg = median(rows, "aggregate_mbit")
+            out["trunks"].append({"mpi": mpi, "delay_ms": delay, "variant": variant, "aggregate_mbit": agg,
+                                  "bound_mbit": bound, "of_bound": round(agg / bound, 3)})
+        elif variant == "relayed":
+            direct = c.get((kernel, "direct", mpi, delay, cross))
+            if direct:
+                d, r = median(direct, "seconds"), median(rows, "seconds")
+                out["kernels"].append({"kernel": kernel, "mpi": mpi, "delay_ms": delay, "cross": cross,
+                                       "direct_s": d, "relayed_s": r, "speedup": round(d / r, 3)})
+    return out
+
+
+def print_report(s: dict) -> None:
+    if s["latency"]:
+        print("\nlatency (8-byte ping-pong, half the median round trip) and 4 MiB one-way rate")
+        print(markdown_table(["MPI", "delay", "direct", "relayed", "added per relay", "direct rate",
+                              "relayed rate", "relayed / direct"],
+                             [[r["mpi"], f"{r['delay_ms']:g} ms", f"{r['direct_us']:.1f} us", f"{r['relayed_us']:.1f} us",
+                               f"{r['added_per_relay_us']:.1f} us", f"{r['direct_mbit']:.1f} Mbit/s",
+                               f"{r['relayed_mbit']:.1f} Mbit/s", f"{r['bandwidth_ratio']:.3f}"]
+                              for r in sorted(s["latency"], key=lambda r: (r["mpi"], r["delay_ms"]))]))
+    if s["trunks"]:
+        print("\naggregate WAN throughput, every node streaming across (wanflow)")
+        print(markdown_table(["MPI", "delay", "path", "aggregate", "bound", "of bound"],
+                             [[r["mpi"], f"{r['delay_ms']:g} ms", r["variant"], f"{r['aggregate_mbit']:.1f} Mbit/s",
+                               f"{r['bound_mbit']:.0f} Mbit/s", f"{r['of_bound']:.2f}"]
+                              for r in sorted(s["trunks"], key=lambda r: (r["mpi"], r["variant"]))]))
+    if s["kernels"]:
+        print("\nNAS-like kernels: direct vs two relay pairs (speed-up > 1: relayed faster)")
+        print(markdown_table(["kernel", "MPI", "delay", "cross traffic", "direct", "relayed", "speed-up"],
+                             [[r["kernel"], r["mpi"], f"{r['delay_ms']:g} ms", "yes" if r["cross"] else "no",
+                               f"{r['direct_s']:.3f} s", f"{r['relayed_s']:.3f} s", f"{r['speedup']:.2f}x"]
+                              for r in sorted(s["kernels"], key=lambda r: (r["mpi"], r["delay_ms"], r["cross"],
+                                                                           r["kernel"]))]))
+
+
+def run(base: Topology, parts: list[str], mpis: list[str], delays: list[float], reps: int, klass: str,
+        relay_nic_bps: int | None, json_path: str | None, timeout: float) -> int:
+    if len(base.clusters) != 2:
+        raise BenchError(f"{base.source}: bench relay needs a topology of two clusters")
+    relay_nic_bps = relay_nic_bps or min(l.rate_bps for l in base.links) // 4
+    started_iso, started = now_iso(), time.monotonic()
+    cases = plan(parts, mpis, delays, reps, klass, relay_nic_bps)
+    records = Runner(base).run(cases, lambda case, t: execute(case, t, timeout))
+    s = summary(records, base, relay_nic_bps)
+    print_report(s)
+    failed = [r for r in records if not r.ok]
+    for r in failed:
+        print(f"failed: {r.case.label()}: {r.error}")
+    print("environment: " + environment_summary(records))
+    if json_path:
+        settings = {"parts": parts, "mpis": mpis, "delays": delays, "reps": reps, "class": klass,
+                    "relay_nic_bps": relay_nic_bps, "pingpong": PINGPONG, "wanflow_bytes": FLOW_BYTES,
+                    "kernels": list(RELAY_KERNELS)}
+        write_json(json_path, result_document("relay", base, settings, records, [s], started_iso,
+                                              time.monotonic() - started))
+    return 1 if failed else 0
