@@ -84,6 +84,9 @@ pub struct RbudpLink {
     pub peer_addr: Option<SocketAddr>,
     /// Receiver: blasts to splice into each stream, in order (offset, blast).
     pub splices: HashMap<StreamId, VecDeque<(u64, u32)>>,
+    /// Receiver: the blast each stream is writing to its socket (taken,
+    /// not yet released; released with the stream if the write never ends).
+    delivering: HashMap<StreamId, u32>,
     /// Sender: blasts in flight per stream.
     in_flight: HashMap<StreamId, usize>,
     out_stream: HashMap<u32, StreamId>,
@@ -170,6 +173,7 @@ pub fn start(trunk: &Arc<Trunk>, g: &mut TrunkInner) {
         session,
         peer_addr: None,
         splices: HashMap::new(),
+        delivering: HashMap::new(),
         in_flight: HashMap::new(),
         out_stream: HashMap::new(),
         settings,
@@ -378,15 +382,17 @@ pub fn next(g: &mut TrunkInner, id: StreamId, tcp_read: u64) -> Next {
             if q.is_empty() {
                 link.splices.remove(&id);
             }
+            link.delivering.insert(id, blast);
             Next::Blast(blast, data)
         }
         None => Next::Wait,
     }
 }
 
-/// A blast was written to the destination: free its window.
-pub fn release(trunk: &Arc<Trunk>, g: &mut TrunkInner, blast: u32, len: u64) {
+/// A blast of stream `id` was written to the destination: free its window.
+pub fn release(trunk: &Arc<Trunk>, g: &mut TrunkInner, id: StreamId, blast: u32, len: u64) {
     if let Some(link) = g.rbudp.as_mut() {
+        link.delivering.remove(&id);
         link.session.release(blast);
         trunk
             .relay
@@ -411,6 +417,9 @@ pub fn forget_stream(trunk: &Arc<Trunk>, g: &mut TrunkInner, id: StreamId) {
         for (_, blast) in q {
             link.session.release(blast);
         }
+    }
+    if let Some(blast) = link.delivering.remove(&id) {
+        link.session.release(blast);
     }
     if pump(trunk, g) {
         trunk.kick(g);

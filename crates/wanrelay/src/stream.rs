@@ -338,13 +338,15 @@ async fn from_wan(
         };
         match r {
             Ok(Err((blast, data))) => {
+                // A failed (or abandoned) write releases the blast with the
+                // stream (crate::rbudp::forget_stream).
                 wr.write_all(&data).await.map_err(Abort::Local)?;
                 let n = data.len() as u64;
                 counter.fetch_add(n, Ordering::Relaxed);
                 total.fetch_add(n, Ordering::Relaxed);
                 drop(data);
                 let mut g = trunk.lock();
-                crate::rbudp::release(trunk, &mut g, blast, n);
+                crate::rbudp::release(trunk, &mut g, id, blast, n);
             }
             Ok(Ok(ReadOutcome::Data(n))) => {
                 tcp_read += n as u64;

@@ -432,3 +432,58 @@ fn the_rbudp_example_in_the_docs_is_valid_and_rate_is_required() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_reset_during_bulk_frees_every_blast() {
+    let w = world(WorldOptions {
+        rbudp: RBUDP,
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    assert!(
+        w.a.wait_metric(
+            "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"} 1",
+            Duration::from_secs(5)
+        )
+        .await
+    );
+    let dest = Dest::new("127.0.2.1").await;
+    let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (mut s, _) = dest.accept().await;
+    let filler = tokio::spawn(async move {
+        let mut c = c;
+        let chunk = vec![3u8; 1 << 20];
+        while c.write_all(&chunk).await.is_ok() {}
+    });
+    // Read a little of the bulk (blasts are being delivered), then reset.
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0;
+    while got < 3_000_000 {
+        got += s.read(&mut buf).await.unwrap();
+    }
+    // Stop reading: the far relay's write of a blast blocks half-way; then
+    // the reset abandons that write.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    s.set_zero_linger().unwrap();
+    drop(s);
+    // Every blast held for the dead stream is released on both sides.
+    for (relay, peer, side) in [(w.b(), "a0", "received"), (&w.a, "b0", "sent")] {
+        let line =
+            format!("wanrelay_rbudp_window_bytes{{peer=\"{peer}\",trunk=\"0\",side=\"{side}\"}} 0");
+        assert!(
+            relay.wait_metric(&line, Duration::from_secs(10)).await,
+            "{}",
+            relay.scrape().await
+        );
+    }
+    filler.abort();
+    let page = w.a.scrape().await;
+    assert!(
+        metric(
+            &page,
+            "wanrelay_rbudp_stream_bytes_total{peer=\"b0\",direction=\"to_wan\"}"
+        )
+        .unwrap_or(0.0)
+            > 0.0
+    );
+}
