@@ -128,7 +128,8 @@ demo: build
 
 test: build
 	$(CARGO) test --release --quiet
-	$(CARGO) test --release --quiet -p wanem --test netns -- --ignored --test-threads=1
+	@# timing-sensitive: taken under the testbed lock, so no benchmark or test session runs beside it
+	flock $${WANMPI_TEST_LOCK:-/tmp/wanmpi-testbed.lock} $(CARGO) test --release --quiet -p wanem --test netns -- --ignored --test-threads=1
 	$(PY) -m pytest -q tests
 
 clean:
