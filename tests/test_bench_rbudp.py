@@ -35,7 +35,7 @@ def test_the_relay_pair_configuration_passes_wanrelay_check(tmp_path):
 
 def test_bad_options_are_refused_naming_them():
     for args, needle in ((["--losses", "lots"], "--losses"), (["--variants", "udp"], "--variants"),
-                         (["--size", "0"], "--size"), (["--payload", "10"], "--payload")):
+                         (["--size", "0"], "--size"), (["--size", "lots"], "--size"), (["--rate", "fast"], "--rate"), (["--payload", "10"], "--payload")):
         done = wanmpi("bench", "rbudp", "-t", "examples/rbudp.toml", *args, timeout=60)
         assert done.returncode == 2 and needle in done.stderr, (args, done.stderr)
 

@@ -541,12 +541,14 @@ def cmd_bench_pacing(args) -> int:
 
 def cmd_bench_rbudp(args) -> int:
     from . import bench_rbudp
-    try:
-        size = units.parse_size(args.size)
-        delay_ms = units.parse_duration_us(args.delay) / 1000
-        rate = units.parse_rate(args.rate) if args.rate else None
-    except units.UnitError as e:
-        raise CliError(str(e)) from None
+    def parsed(option: str, parse, value):
+        try:
+            return parse(value)
+        except units.UnitError as e:
+            raise CliError(f"--{option}: {e}") from None
+    size = parsed("size", units.parse_size, args.size)
+    delay_ms = parsed("delay", units.parse_duration_us, args.delay) / 1000
+    rate = parsed("rate", units.parse_rate, args.rate) if args.rate else None
     if size < 1:
         raise CliError("--size must be at least 1 byte")
     if args.max_seconds <= 0:
