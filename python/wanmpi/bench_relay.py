@@ -31,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import launch, net, paths, units
-from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, environment_summary,
+from . import launch, net, paths
+from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, environment_summary, with_relays,
                            markdown_table, now_iso, result_document, run_job, write_json)
 from .bench_suite import KERNELS
 from .topo import Topology
@@ -46,22 +46,8 @@ CROSS_PORT = 5301
 
 
 def relays_spec(n: int, relay_nic_bps: int | None = None) -> TopologySpec:
-    """Every cluster public, with n relay nodes (at relay_nic_bps, else the node NIC)."""
-    def transform(raw: dict) -> dict:
-        out = dict(raw)
-        out.pop("relay", None)
-        clusters = []
-        for c in raw["cluster"]:
-            c = {k: v for k, v in c.items() if k not in ("relay_nic", "private")}
-            c["relays"] = n
-            if relay_nic_bps:
-                c["relay_nic"] = f"{relay_nic_bps}bit"
-            clusters.append(c)
-        out["cluster"] = clusters
-        return out
-    nic = f" at {units.format_rate(relay_nic_bps)}" if relay_nic_bps else ""
-    return TopologySpec(f"relays-{n}{'-' + units.format_rate(relay_nic_bps) if relay_nic_bps else ''}",
-                        transform, (), f"public clusters, {n} relay node(s) each{nic}")
+    """Public clusters with n relay nodes each (at relay_nic_bps, else the node NIC)."""
+    return with_relays(n, relay_nic_bps, public=True)
 
 
 def plan(parts: list[str], mpis: list[str], delays: list[float], reps: int, klass: str,

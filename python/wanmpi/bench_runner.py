@@ -109,17 +109,26 @@ SINGLE_CLUSTER = TopologySpec("single-cluster", single_cluster_transform, (IDLE_
                               "one cluster with all the nodes (the normalisation)")
 
 
-def with_relays(n: int) -> TopologySpec:
-    """Every cluster of the base topology with `n` relay nodes (`relays = n`):
-    the hook for a "relays" technique. `wanmpi run` starts the relays when the
-    topology has them; a variant with `topology=with_relays(1)` runs its cases
-    on that testbed. (The topology reader refuses relays > 0 until the
-    testbed integration of wanrelay lands.)"""
+def with_relays(n: int, relay_nic_bps: int | None = None, public: bool = False) -> TopologySpec:
+    """Every cluster of the base topology with `n` relay nodes (`relays = n`),
+    at `relay_nic_bps` (None: the node NIC), made public if `public` (so
+    the same testbed also runs jobs directly, `--no-relays`). `wanmpi run`
+    starts the relays when the topology has them."""
     def transform(raw: dict) -> dict:
-        out = dict(raw)
-        out["cluster"] = [{**c, "relays": n} for c in raw["cluster"]]
+        out = {k: v for k, v in raw.items() if k != "relay"}
+        clusters = []
+        for c in raw["cluster"]:
+            c = {k: v for k, v in c.items() if k != "relay_nic" and not (public and k == "private")}
+            c["relays"] = n
+            if relay_nic_bps:
+                c["relay_nic"] = f"{relay_nic_bps}bit"
+            clusters.append(c)
+        out["cluster"] = clusters
         return out
-    return TopologySpec(f"relays-{n}", transform, (), f"every cluster with {n} relay node(s)")
+    nic = f"-{relay_nic_bps // 1_000_000}Mbit" if relay_nic_bps else ""
+    return TopologySpec(f"relays-{n}{nic}{'-public' if public else ''}", transform, (),
+                        f"{'public clusters' if public else 'every cluster'} with {n} relay node(s)"
+                        + (f" at {relay_nic_bps // 1_000_000} Mbit/s" if relay_nic_bps else ""))
 
 
 def to_toml(raw: dict) -> str:

@@ -16,10 +16,11 @@ and docs/pacing.md):
   pacing       the MPI library's own algorithms, every all-to-all paced by
                libwanmpi ("paced", auto rates)
   all          libwanmpi with the topology's settings (algorithms and pacing)
+  relays       the MPI library alone, every connection between clusters
+               through two relay pairs (a testbed with relays = 2)
 A technique that needs another testbed is a variant with a `topology`
-(bench_runner.TopologySpec), e.g. relays: `Variant("relays", True,
-topology=bench_runner.with_relays(1))`; the runner brings that testbed up for
-its cases.
+(bench_runner.TopologySpec), as relays; the runner brings that testbed up
+for its cases.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from pathlib import Path
 from . import paths, topo
 from .bench_runner import (BASE, SINGLE_CLUSTER, BenchError, Case, Record, Runner, TopologySpec,
                            environment_summary, markdown_table, now_iso, plan, result_document, run_job,
-                           write_json)
+                           with_relays, write_json)
 from .topo import Topology
 
 CLASSES = ("S", "A", "B")
@@ -99,12 +100,12 @@ VARIANTS = {v.name: v for v in (
                              "WANMPI_ALLTOALL_RATE": "auto", "WANMPI_PACING_RATE": "0"},
             description="the MPI library's algorithms, every all-to-all paced (auto rates)"),
     Variant("all", True, description="libwanmpi with the topology's settings"),
-    # relays: Variant("relays", True, topology=bench_runner.with_relays(1),
-    #                 description="every cluster's WAN traffic through a relay")
+    Variant("relays", False, topology=with_relays(2),
+            description="the MPI library alone, every connection between clusters split by two relay pairs"),
 )}
 REFERENCE = Variant("single-cluster", False, topology=SINGLE_CLUSTER,
                     description="one cluster with all the nodes, the MPI library alone")
-TECHNIQUES = ("collectives", "pacing", "all")      # bars of the improvement chart, against plain
+TECHNIQUES = ("collectives", "pacing", "all", "relays")      # bars of the improvement chart, against plain
 
 
 def parse_list(text: str, known, what: str) -> list[str]:
