@@ -233,42 +233,38 @@ class Net:
         if c.private:
             self.add_nat(c)
 
-    def build_node(self, c: Cluster, node: Node) -> None:
+    def plug(self, ns: str, dev: str, address: str, into: str, bridge: str, port: str, rate_bps: int,
+             port_buffer: int) -> None:
+        """An interface `dev` of namespace ns with `address` (CIDR), wired by a
+        veth pair to `port` on a bridge of namespace `into`; the interface
+        shaped at rate_bps like a NIC, the port toward it with port_buffer
+        bytes of queue like a switch port."""
         mtu = self.topo.mtu
-        ns, port = node.netns, f"{node.name}-port"
-        self.add_netns(ns)
-        ip(ns, "link", "add", "eth0", "mtu", str(mtu), "type", "veth",
-           "peer", "name", port, "mtu", str(mtu), "netns", c.switch_netns)
-        ip(c.switch_netns, "link", "set", port, "master", "br0", "up")
-        ip(ns, "addr", "add", f"{node.address}/{c.prefixlen}", "dev", "eth0")
-        ip(ns, "link", "set", "eth0", "up")
-        ip(ns, "route", "add", "default", "via", c.gateway)
-        tbf(ns, "eth0", c.nic_bps, HOST_QUEUE_BYTES, mtu)              # the node's NIC
-        tbf(c.switch_netns, port, c.nic_bps, c.port_buffer, mtu)       # switch port toward it
-        shell.run(in_netns(ns, ["sysctl", "-q", "-w", *node_tcp_sysctls(self.topo, c)]))
+        ip(ns, "link", "add", dev, "mtu", str(mtu), "type", "veth",
+           "peer", "name", port, "mtu", str(mtu), "netns", into)
+        ip(into, "link", "set", port, "master", bridge, "up")
+        ip(ns, "addr", "add", address, "dev", dev)
+        ip(ns, "link", "set", dev, "up")
+        tbf(ns, dev, rate_bps, HOST_QUEUE_BYTES, mtu)
+        tbf(into, port, rate_bps, port_buffer, mtu)
+
+    def build_node(self, c: Cluster, node: Node) -> None:
+        self.add_netns(node.netns)
+        self.plug(node.netns, "eth0", f"{node.address}/{c.prefixlen}", c.switch_netns, "br0",
+                  f"{node.name}-port", c.nic_bps, c.port_buffer)
+        ip(node.netns, "route", "add", "default", "via", c.gateway)
+        shell.run(in_netns(node.netns, ["sysctl", "-q", "-w", *node_tcp_sysctls(self.topo, c)]))
 
     def build_relay(self, c: Cluster, relay: Relay) -> None:
         """A relay node: like a node on the inside, plus an outside interface on
-        the router's relay network; each interface and the port toward it
-        shaped at the relay NIC rate."""
-        mtu = self.topo.mtu
+        the router's relay network, both at the relay NIC rate."""
         ns, port = relay.netns, f"relay-{relay.index}"
         self.add_netns(ns)
-        ip(ns, "link", "add", "in0", "mtu", str(mtu), "type", "veth",
-           "peer", "name", port, "mtu", str(mtu), "netns", c.switch_netns)
-        ip(c.switch_netns, "link", "set", port, "master", "br0", "up")
-        ip(ns, "addr", "add", f"{relay.inside}/{c.prefixlen}", "dev", "in0")
-        ip(ns, "link", "set", "in0", "up")
-        ip(ns, "link", "add", "out0", "mtu", str(mtu), "type", "veth",
-           "peer", "name", port, "mtu", str(mtu), "netns", c.router_netns)
-        ip(c.router_netns, "link", "set", port, "master", "dmz0", "up")
-        ip(ns, "addr", "add", f"{relay.outside}/24", "dev", "out0")
-        ip(ns, "link", "set", "out0", "up")
+        self.plug(ns, "in0", f"{relay.inside}/{c.prefixlen}", c.switch_netns, "br0", port,
+                  relay.nic_bps, c.port_buffer)
+        self.plug(ns, "out0", f"{relay.outside}/24", c.router_netns, "dmz0", port,
+                  relay.nic_bps, c.port_buffer)
         ip(ns, "route", "add", "default", "via", c.relay_gateway)
-        for dev in ("in0", "out0"):
-            tbf(ns, dev, relay.nic_bps, HOST_QUEUE_BYTES, mtu)
-        tbf(c.switch_netns, port, relay.nic_bps, c.port_buffer, mtu)
-        tbf(c.router_netns, port, relay.nic_bps, c.port_buffer, mtu)
         shell.run(in_netns(ns, ["sysctl", "-q", "-w", *node_tcp_sysctls(self.topo, c)]))
 
     def add_nat(self, c: Cluster) -> None:
