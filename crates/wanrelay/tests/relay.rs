@@ -6,7 +6,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wanproto::{Reason, Reply};
 
@@ -32,51 +31,7 @@ async fn exact_bytes_both_ways_and_original_source_delivered() {
 
     // 100 MB each way at once, compared by hash.
     const N: usize = 100 * 1000 * 1000;
-    let t0 = Instant::now();
-    let (cr, cw) = c.into_split();
-    let (sr, sw) = s.into_split();
-    let send = |mut w: tokio::net::tcp::OwnedWriteHalf, seed: u64| {
-        tokio::spawn(async move {
-            let mut h = Sha256::new();
-            let mut sent = 0;
-            let mut i = 0;
-            while sent < N {
-                let chunk = pattern(seed + i, (N - sent).min(1 << 20));
-                h.update(&chunk);
-                w.write_all(&chunk).await.unwrap();
-                sent += chunk.len();
-                i += 1;
-            }
-            w.shutdown().await.unwrap();
-            h.finalize()
-        })
-    };
-    let recv = |mut r: tokio::net::tcp::OwnedReadHalf| {
-        tokio::spawn(async move {
-            let mut h = Sha256::new();
-            let mut n = 0;
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let k = r.read(&mut buf).await.unwrap();
-                if k == 0 {
-                    break;
-                }
-                h.update(&buf[..k]);
-                n += k;
-            }
-            (n, h.finalize())
-        })
-    };
-    let up = send(cw, 1);
-    let down = send(sw, 1_000_000);
-    let at_dest = recv(sr);
-    let at_client = recv(cr);
-    let (up, down) = (up.await.unwrap(), down.await.unwrap());
-    let (n1, h1) = at_dest.await.unwrap();
-    let (n2, h2) = at_client.await.unwrap();
-    let secs = t0.elapsed().as_secs_f64();
-    assert_eq!((n1, h1), (N, up), "client -> destination bytes differ");
-    assert_eq!((n2, h2), (N, down), "destination -> client bytes differ");
+    let secs = exchange(c, s, N).await;
     println!(
         "100 MB each way at once through two relays: {secs:.2} s ({:.0} Mbit/s each way)",
         N as f64 * 8.0 / secs / 1e6

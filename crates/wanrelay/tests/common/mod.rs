@@ -10,6 +10,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use wanproto::{Decoded, Preamble, Reply};
@@ -443,4 +444,67 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// `n` bytes each way at once between a client and its destination, both
+/// directions checked by hash; the seconds it took (at most 120).
+pub async fn exchange(c: tokio::net::TcpStream, s: tokio::net::TcpStream, n: usize) -> f64 {
+    tokio::time::timeout(Duration::from_secs(120), exchange_inner(c, s, n))
+        .await
+        .expect("the exchange finished within 120 s")
+}
+
+async fn exchange_inner(c: tokio::net::TcpStream, s: tokio::net::TcpStream, n: usize) -> f64 {
+    let t0 = Instant::now();
+    let (cr, cw) = c.into_split();
+    let (sr, sw) = s.into_split();
+    let send = |mut w: tokio::net::tcp::OwnedWriteHalf, seed: u64| {
+        tokio::spawn(async move {
+            let mut h = Sha256::new();
+            let mut sent = 0;
+            let mut i = 0;
+            while sent < n {
+                let chunk = pattern(seed + i, (n - sent).min(1 << 20));
+                h.update(&chunk);
+                w.write_all(&chunk).await.unwrap();
+                sent += chunk.len();
+                i += 1;
+            }
+            w.shutdown().await.unwrap();
+            h.finalize()
+        })
+    };
+    let recv = |mut r: tokio::net::tcp::OwnedReadHalf| {
+        tokio::spawn(async move {
+            let mut h = Sha256::new();
+            let mut got = 0;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let k = r.read(&mut buf).await.unwrap();
+                if k == 0 {
+                    break;
+                }
+                h.update(&buf[..k]);
+                got += k;
+            }
+            (got, h.finalize())
+        })
+    };
+    let up = send(cw, 1);
+    let down = send(sw, 1_000_000);
+    let at_dest = recv(sr);
+    let at_client = recv(cr);
+    let limit = Duration::from_secs(120);
+    let (up, down) = (up.await.unwrap(), down.await.unwrap());
+    let (n1, h1) = tokio::time::timeout(limit, at_dest)
+        .await
+        .expect("client -> destination finished")
+        .unwrap();
+    let (n2, h2) = tokio::time::timeout(limit, at_client)
+        .await
+        .expect("destination -> client finished")
+        .unwrap();
+    assert_eq!((n1, h1), (n, up), "client -> destination bytes differ");
+    assert_eq!((n2, h2), (n, down), "destination -> client bytes differ");
+    t0.elapsed().as_secs_f64()
 }
