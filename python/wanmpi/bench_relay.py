@@ -83,13 +83,10 @@ def cross_traffic(t: Topology):
     emulated WAN, for as long as the block runs."""
     a, b = t.clusters[0], t.clusters[1]
     flow = [sys.executable, "-m", "wanmpi.flow"]
-    env = {"PYTHONPATH": str(paths.REPO / "python")}
-    server = subprocess.Popen(net.in_netns(b.router_netns, ["env", *(f"{k}={v}" for k, v in env.items()),
-                                                             *flow, "serve", "--port", str(CROSS_PORT)]),
+    server = subprocess.Popen(net.in_netns(b.router_netns, [*flow, "serve", "--port", str(CROSS_PORT)]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)
-    sender = subprocess.Popen(net.in_netns(a.router_netns, ["env", *(f"{k}={v}" for k, v in env.items()),
-                                                             *flow, "send", "--host", b.public_address,
+    sender = subprocess.Popen(net.in_netns(a.router_netns, [*flow, "send", "--host", b.public_address,
                                                              "--port", str(CROSS_PORT), "--seconds", "3600"]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
