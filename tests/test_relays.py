@@ -46,7 +46,7 @@ def relays_used(stderr: str) -> set[str]:
 def shimmed(node: topo.Node, t: topo.Topology, argv: list[str], **kwargs) -> subprocess.Popen:
     """argv on a node under libwanshim, with a job's relay settings (relays started by the caller)."""
     env = {**os.environ, "LD_PRELOAD": str(libwanmpi.shim_library()),
-           "WANMPI_CLUSTER_MAP": libwanmpi.environment(t)["WANMPI_CLUSTER_MAP"], **relays.environment(t)}
+           "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(t), **relays.environment(t)}
     return subprocess.Popen(net.node_command(node, argv), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kwargs)
 

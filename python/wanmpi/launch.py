@@ -106,7 +106,7 @@ class Job:
         if not self.relayed:
             return {}
         return {"LD_PRELOAD": str(libwanmpi.shim_library()),
-                "WANMPI_CLUSTER_MAP": libwanmpi.environment(self.topo)["WANMPI_CLUSTER_MAP"],
+                "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(self.topo),
                 "WANMPI_PACING_RATE": "0", **relays.environment(self.topo)}
 
     @property

@@ -22,12 +22,17 @@ def shim_library() -> Path:
     return paths.LIBWANMPI_DIR / "libwanshim.so"
 
 
+def cluster_map(topo: Topology) -> str:
+    """WANMPI_CLUSTER_MAP: every cluster's network, as libwanmpi and libwanshim read it."""
+    return ";".join(f"{cl.name}={cl.network}" for cl in topo.clusters)
+
+
 def environment(topo: Topology) -> dict[str, str]:
     """WANMPI_* settings for every rank of a job on `topo`."""
     c = topo.collectives
     env = {
         # every rank finds its cluster by matching its addresses against these
-        "WANMPI_CLUSTER_MAP": ";".join(f"{cl.name}={cl.network}" for cl in topo.clusters),
+        "WANMPI_CLUSTER_MAP": cluster_map(topo),
         # the rates the statistics report (and pacing will use)
         "WANMPI_WAN_RATE": str(min((l.rate_bps for l in topo.links), default=0) or 1),
         "WANMPI_NIC_RATE": str(min(cl.nic_bps for cl in topo.clusters)),
