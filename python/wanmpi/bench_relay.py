@@ -11,7 +11,8 @@ Parts (`--parts`, all by default):
            its partner in the other at once; direct, and through 1, 2 and 4
            relay pairs whose NICs (`--relay-nic`, default a quarter of the
            WAN rate) are slower than the WAN, against the bound min(N x relay
-           NIC, WAN rate).
+           NIC, WAN rate); `--flow-bytes` per pair (default 64 MB, long
+           enough for steady state).
   kernels  NAS-like kernels (bench_suite's, class `--class`) at each delay,
            direct vs through two relay pairs, without and with cross
            traffic: one bulk TCP flow between the routers (it crosses the
@@ -41,7 +42,7 @@ PARTS = ("latency", "trunks", "kernels")
 TRUNKS = (1, 2, 4)
 RELAY_KERNELS = ("bt", "cg", "lu", "mg", "sp")
 PINGPONG = ["-s", str(4 << 20), "-r", "6"]
-FLOW_BYTES = 20_000_000
+FLOW_BYTES = 64_000_000                  # per wanflow pair (--flow-bytes)
 CROSS_PORT = 5301
 
 
@@ -51,7 +52,7 @@ def relays_spec(n: int, relay_nic_bps: int | None = None) -> TopologySpec:
 
 
 def plan(parts: list[str], mpis: list[str], delays: list[float], reps: int, klass: str,
-         relay_nic_bps: int) -> list[Case]:
+         relay_nic_bps: int, flow_bytes: int = FLOW_BYTES) -> list[Case]:
     cases = []
     one, two = relays_spec(1), relays_spec(2)
     for rep in range(1, reps + 1):
@@ -62,10 +63,11 @@ def plan(parts: list[str], mpis: list[str], delays: list[float], reps: int, klas
                         cases.append(Case("pingpong", v, mpi, delay, rep, one))
             if "trunks" in parts:
                 slow = {n: relays_spec(n, relay_nic_bps) for n in TRUNKS}
-                cases.append(Case("wanflow", "direct", mpi, max(delays), rep, slow[1]))
+                cases.append(Case("wanflow", "direct", mpi, max(delays), rep, slow[1],
+                                  (("bytes", flow_bytes),)))
                 for n in TRUNKS:
                     cases.append(Case("wanflow", f"relayed-{n}", mpi, max(delays), rep, slow[n],
-                                      (("trunks", n),)))
+                                      (("trunks", n), ("bytes", flow_bytes))))
             if "kernels" in parts:
                 for delay in delays:
                     for kernel in RELAY_KERNELS:
@@ -114,7 +116,7 @@ def execute(case: Case, t: Topology, timeout: float) -> dict:
         return {"latency_us": float(m.group(1)), "bandwidth_mbit": float(m.group(2))}
     if case.kernel == "wanflow":
         nodes = list(t.clusters[0].nodes) + list(t.clusters[1].nodes)
-        rows = run_job(t, case.mpi, [str(paths.BUILD / case.mpi / "wanflow"), "--bytes", str(FLOW_BYTES)],
+        rows = run_job(t, case.mpi, [str(paths.BUILD / case.mpi / "wanflow"), "--bytes", str(case.param("bytes"))],
                        nodes, timeout=timeout, use_relays=use_relays)
         if rows[-1].get("check") != "ok":
             raise BenchError(f"wanflow: payload check failed: {rows[-1]}")
@@ -209,12 +211,12 @@ def print_report(s: dict) -> None:
 
 
 def run(base: Topology, parts: list[str], mpis: list[str], delays: list[float], reps: int, klass: str,
-        relay_nic_bps: int | None, json_path: str | None, timeout: float) -> int:
+        relay_nic_bps: int | None, json_path: str | None, timeout: float, flow_bytes: int = FLOW_BYTES) -> int:
     if len(base.clusters) != 2:
         raise BenchError(f"{base.source}: bench relay needs a topology of two clusters")
     relay_nic_bps = relay_nic_bps or min(l.rate_bps for l in base.links) // 4
     started_iso, started = now_iso(), time.monotonic()
-    cases = plan(parts, mpis, delays, reps, klass, relay_nic_bps)
+    cases = plan(parts, mpis, delays, reps, klass, relay_nic_bps, flow_bytes)
     records = Runner(base).run(cases, lambda case, t: execute(case, t, timeout))
     s = summary(records, base, relay_nic_bps)
     print_report(s)
@@ -224,7 +226,7 @@ def run(base: Topology, parts: list[str], mpis: list[str], delays: list[float], 
     print("environment: " + environment_summary(records))
     if json_path:
         settings = {"parts": parts, "mpis": mpis, "delays": delays, "reps": reps, "class": klass,
-                    "relay_nic_bps": relay_nic_bps, "pingpong": PINGPONG, "wanflow_bytes": FLOW_BYTES,
+                    "relay_nic_bps": relay_nic_bps, "pingpong": PINGPONG, "wanflow_bytes": flow_bytes,
                     "kernels": list(RELAY_KERNELS)}
         write_json(json_path, result_document("relay", base, settings, records, [s], started_iso,
                                               time.monotonic() - started))

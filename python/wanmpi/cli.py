@@ -191,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     brl.add_argument("--class", dest="klass", default="A", choices=("S", "A", "B"),
                      help="kernel class (default: A)")
     brl.add_argument("--relay-nic", help="relay NIC rate for the trunk part (default: a quarter of the WAN rate)")
+    brl.add_argument("--flow-bytes", default="64MB",
+                     help="bytes each node streams in the trunk part (default: 64MB)")
     brl.add_argument("--timeout", type=float, default=600, help="per job, seconds (default: 600)")
     brl.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     brl.set_defaults(handler=cmd_bench_relay)
@@ -519,8 +521,14 @@ def cmd_bench_relay(args) -> int:
             relay_nic = units.parse_rate(args.relay_nic)
         except units.UnitError as e:
             raise CliError(f"--relay-nic: {e}") from None
+    try:
+        flow_bytes = units.parse_size(args.flow_bytes)
+    except units.UnitError as e:
+        raise CliError(f"--flow-bytes: {e}") from None
+    if not 1 <= flow_bytes <= 1 << 40:
+        raise CliError(f"--flow-bytes must be between 1 byte and 1 TiB, got {args.flow_bytes}")
     return bench_relay.run(topology_for(args), parts, mpis, bench_coll.parse_delays(args.delays), args.reps,
-                           args.klass, relay_nic, args.json, args.timeout)
+                           args.klass, relay_nic, args.json, args.timeout, flow_bytes)
 
 
 def cmd_bench_pacing(args) -> int:
