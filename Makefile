@@ -14,7 +14,8 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-esse
 	python3-venv iputils-ping procps util-linux psmisc dropbear-bin openssh-client
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c \
-	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c
+	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
+	tests/programs/udpcheck.c
 FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90 \
 	bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90
 OPENMPI_FC := /usr/bin/mpif90.openmpi
@@ -55,7 +56,7 @@ wanem:
 	$(CARGO) build --release --quiet
 
 # libwanmpi, once per MPI (lib/): PMPI interposition, preloaded by `wanmpi run`
-LIB_SOURCES := $(wildcard lib/src/common/*.c lib/src/coll/*.c lib/src/pacing/*.c lib/src/fortran/*.c)
+LIB_SOURCES := $(wildcard lib/src/common/*.c lib/src/coll/*.c lib/src/pacing/*.c lib/src/blast/*.c lib/src/fortran/*.c)
 LIB_HEADERS := $(wildcard lib/include/*.h lib/src/*/*.h)
 LIB_FLAGS := $(CFLAGS) -g -fPIC -shared -fvisibility=default
 lib: build/lib/libwanmpi-openmpi.so build/lib/libwanmpi-mpich.so build/lib/libwanshim.so
@@ -79,7 +80,7 @@ programs: build/tests/shimcheck build/tests/relaycheck $(foreach p,$(MPI_PROGRAM
 
 build/tests/shimcheck: tests/programs/shimcheck.c lib/include/wanshim.h | apt
 	@mkdir -p $(@D); $(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
-build/tests/relaycheck: tests/programs/relaycheck.c lib/src/shim/relay_preamble.c lib/src/shim/relay.h | apt
+build/tests/relaycheck: tests/programs/relaycheck.c lib/src/shim/relay_preamble.c lib/src/shim/relay.h lib/include/wanshim.h | apt
 	@mkdir -p $(@D); $(CC) $(CFLAGS) -o $@ $< lib/src/shim/relay_preamble.c -lpthread
 
 build/openmpi/%: bench/%.c | apt
@@ -100,6 +101,10 @@ build/mpich/%: tests/programs/%.c | venv
 # the mpich packages) and makes $(MPICH_FC); -w because MPICH's mpi module has
 # no interfaces for choice buffers, so every mixed buffer type warns.
 # Programs that call libwanmpi's own API (wanmpi_keyvals, ...) link with it.
+build/openmpi/udpcheck: tests/programs/udpcheck.c lib/include/wanmpi.h build/lib/libwanmpi-openmpi.so | apt
+	@mkdir -p $(@D); $(OPENMPI_CC) $(CFLAGS) -o $@ $< -lm -Lbuild/lib -lwanmpi-openmpi -Wl,-rpath,$(CURDIR)/build/lib
+build/mpich/udpcheck: tests/programs/udpcheck.c lib/include/wanmpi.h build/lib/libwanmpi-mpich.so | venv
+	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $< -lm -Lbuild/lib -lwanmpi-mpich -Wl,-rpath,$(CURDIR)/build/lib
 build/openmpi/pacecheck_f90: tests/programs/pacecheck_f90.f90 build/lib/libwanmpi-openmpi.so | apt
 	@mkdir -p $(@D); $(OPENMPI_FC) $(FFLAGS) -J $(@D) -o $@ $< -Lbuild/lib -lwanmpi-openmpi \
 		-Wl,-rpath,$(CURDIR)/build/lib

@@ -70,8 +70,8 @@ def encode(kind: int, dst: tuple[str, int], src: tuple[str, int]) -> bytes:
     return bytes(out)
 
 
-def decode(data: bytes, kind: int) -> tuple[tuple[str, int], tuple[str, int]]:
-    assert data[:6] == b"WSHP" + bytes([1, kind]), data
+def decode(data: bytes, kind: int | tuple) -> tuple[tuple[str, int], tuple[str, int]]:
+    assert data[:5] == b"WSHP\x01" and data[5] in ((kind,) if isinstance(kind, int) else kind), data
     ends = []
     for i in range(2):
         family, port = data[8 + i], struct.unpack("!H", data[10 + 2 * i:12 + 2 * i])[0]
@@ -149,10 +149,13 @@ class FakeRelay:
     def _serve(self, index: int, conn: socket.socket, peer) -> None:
         with conn:
             try:
-                dst, src = decode(recv_exactly(conn, 48), 1)
-            except (ConnectionError, AssertionError):
+                head = recv_exactly(conn, 48)
+                dst, src = decode(head, (1, 3))
+                # kind 3: a blast request follows (rate u64, payload u16, 6 reserved bytes)
+                blast = struct.unpack("!QH6x", recv_exactly(conn, 16)) if head[5] == 3 else None
+            except (ConnectionError, AssertionError, struct.error):
                 return
-            self.seen.append({"relay": index, "destination": dst, "source": src, "peer": peer})
+            self.seen.append({"relay": index, "destination": dst, "source": src, "peer": peer, "blast": blast})
             if src[0] != peer[0]:
                 conn.sendall(b"WR\x01\x05")          # SourceMismatch
                 return
@@ -246,6 +249,51 @@ def test_selection_hash_matches_the_documented_test_vectors():
     assert out["preamble " + doc.hex()] == "" and encode(1, ("10.1.0.3", 40000), ("10.0.0.2", 1024)) == doc
     assert out["decoded 10.1.0.3:40000"] == "10.0.0.2:1024"
     assert out["decode-wrong-kind -1"] == "wrong kind" and out["decode-padding -1"] == "non-zero IPv4 padding"
+
+
+def test_blast_preamble_matches_the_documented_vector():
+    out = lines(relaycheck("vectors", preload=False).stdout)
+    # docs/wanproto.md: kind 3, 10.1.0.3:40000 from 10.0.0.2:1024, 25 MB/s, 1452-byte datagrams
+    doc = bytes.fromhex("57 53 48 50 01 03 00 00 04 04 9c 40 04 00 00 00"
+                        "0a 01 00 03 00 00 00 00 00 00 00 00 00 00 00 00"
+                        "0a 00 00 02 00 00 00 00 00 00 00 00 00 00 00 00"
+                        "00 00 00 00 01 7d 78 40 05 ac 00 00 00 00 00 00")
+    assert out["blast-preamble " + doc.hex()] == ""
+    assert out["blast-extension-bad -1"] == "-1 -1"      # rate 0, payload 63, payload 65508
+
+
+def test_blast_request_sends_kind_3_to_that_host_only():
+    with FakeRelay() as relay:
+        done = relaycheck("blast", "127.0.1.5", "25000000", "1452",
+                          "pair", SOURCE, "127.0.1.5,127.0.1.6", "nonblocking", "addr", "100000",
+                          relays=relay.endpoints)
+        seen = {r["destination"][0]: r["blast"] for r in relay.seen}
+    assert "blast-request 0" in done.stdout                 # no connection to it was open yet
+    assert done.stdout.count(" ok 100000") == 2             # the bytes pass as on any relayed connection
+    assert seen == {"127.0.1.5": (25000000, 1452), "127.0.1.6": None}
+
+
+def test_blast_request_replaced_and_withdrawn():
+    with FakeRelay() as relay:
+        relaycheck("blast", "127.0.1.5", "25000000", "1452", "blast", "127.0.1.5", "1000000", "9000",
+                   "pair", SOURCE, "127.0.1.5", "blocking", "addr", "10", relays=relay.endpoints)
+        relaycheck("blast", "127.0.1.5", "25000000", "1452", "blast", "127.0.1.5", "0", "0",
+                   "pair", SOURCE, "127.0.1.5", "blocking", "addr", "10", relays=relay.endpoints)
+        blasts = [r["blast"] for r in relay.seen]
+    assert blasts == [(1000000, 9000), None]
+
+
+@pytest.mark.parametrize("args, relaying, expected", [
+    (("127.0.1.5", "1000", "63"), True, "blast-request -1 EINVAL"),
+    (("127.0.1.5", "1000", "65508"), True, "blast-request -1 EINVAL"),
+    (("127.0.1.5", "1000", "1452"), False, "blast-request -1 EOPNOTSUPP"),
+])
+def test_bad_blast_requests_are_refused(args, relaying, expected):
+    with FakeRelay() as relay:
+        done = relaycheck("blast", *args, "pair", SOURCE, "127.0.1.5", "blocking", "addr", "10",
+                          relays=relay.endpoints if relaying else None)
+        assert [r["blast"] for r in relay.seen] == ([None] if relaying else [])
+    assert expected in done.stdout
 
 
 def test_reply_reasons_map_to_the_documented_errno():

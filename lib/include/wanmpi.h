@@ -39,6 +39,28 @@ extern int WANMPI_MATB;
  * paper's psp_set_limit). n > 0. */
 int wanmpi_set_senders(MPI_Comm comm, int n);
 
+/* Reliable blast UDP between a pair of ranks (MPICH-G2's
+ * MPICHX_UDPSOCKET_PARAMETERS; docs/libwanmpi.md, "Blast transport"). Both
+ * ranks of the pair put it, naming each other, before their first message:
+ *   struct wanmpi_udp_params up = { .partner_rank = me ? 0 : 1,
+ *                                   .payload_size = 1452, .rate_mbps = 1000.0 };
+ *   MPI_Comm_set_attr(MPI_COMM_WORLD, WANMPI_UDP_PARAMS, &up);
+ * From then on the TCP connections this rank opens to the partner's node go
+ * through the relays with their bulk data (reads of 256 KiB and more) blasted
+ * over UDP at rate_mbps (Mbit/s on the wire) in datagrams of payload_size
+ * bytes (64..65507), both ways, as far as the relays allow. One partner per
+ * communicator (a second put replaces the first; use a duplicate for
+ * another partner); MPI_Comm_delete_attr or freeing the communicator
+ * withdraws it. Get returns a pointer to the values put. Needs `wanmpi run`
+ * with relays; otherwise the put succeeds and warns that nothing is blasted.
+ * Bad values: MPI_ERR_RANK / MPI_ERR_ARG class, own error strings. */
+struct wanmpi_udp_params {
+    int partner_rank;       /* rank in the communicator (remote group of an intercommunicator) */
+    int payload_size;       /* UDP payload bytes of a full datagram, 64..65507 */
+    double rate_mbps;       /* blast rate, Mbit/s (IP bytes), > 0 */
+};
+extern int WANMPI_UDP_PARAMS;
+
 #ifdef __cplusplus
 }
 #endif

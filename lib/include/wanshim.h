@@ -74,6 +74,24 @@ uint64_t wanshim_local_rate(void);
  * errno EINVAL (not an IPv4 address) or ENOSYS. */
 int wanshim_set_peer_rate(const struct sockaddr *peer, socklen_t len, uint64_t bytes_per_s);
 
+/* Blast request (RBUDP through the relays; docs/libwanshim.md, "Blast
+ * requests"): TCP connections this process connects to the host of `peer`
+ * (IPv4 or IPv6; the port is ignored) from now on ask the relays to carry
+ * their bulk data, both ways, as RBUDP blasts at `bytes_per_s` (bytes/s on
+ * the wire, IP headers included) with UDP datagrams of `payload` bytes
+ * (64..65507), as far as the relays allow (they clamp to their configured
+ * rate and payload, or keep the connection on TCP when their link is not
+ * set up for RBUDP). Connections already open keep their transport. A
+ * second request for the same host replaces the first; bytes_per_s 0
+ * withdraws it. Returns the number of relayed connections to or from that
+ * host already open (>= 0), or -1 with errno EINVAL (not an IP address, or
+ * payload out of range), EOPNOTSUPP (this process does not relay: no
+ * WANMPI_RELAYS, so nothing can blast), ENOSPC (1024 hosts requested
+ * already) or ENOSYS (shim disabled). libwanmpi's WANMPI_UDP_PARAMS
+ * attribute calls it. */
+int wanshim_request_blast(const struct sockaddr *peer, socklen_t len, uint64_t bytes_per_s,
+                          unsigned payload);
+
 /* Number of open TCP sockets to other clusters that the shim tracks. */
 int wanshim_wan_socket_count(void);
 
@@ -92,6 +110,7 @@ typedef int wanshim_enabled_fn(void);
 typedef int wanshim_set_local_rate_fn(uint64_t);
 typedef uint64_t wanshim_local_rate_fn(void);
 typedef int wanshim_set_peer_rate_fn(const struct sockaddr *, socklen_t, uint64_t);
+typedef int wanshim_request_blast_fn(const struct sockaddr *, socklen_t, uint64_t, unsigned);
 #define WANSHIM_SET_WAN_RATE      "wanshim_set_wan_rate"
 #define WANSHIM_WAN_RATE          "wanshim_wan_rate"
 #define WANSHIM_SET_CLUSTER_RATE  "wanshim_set_cluster_rate"
@@ -101,6 +120,7 @@ typedef int wanshim_set_peer_rate_fn(const struct sockaddr *, socklen_t, uint64_
 #define WANSHIM_SET_LOCAL_RATE    "wanshim_set_local_rate"
 #define WANSHIM_LOCAL_RATE        "wanshim_local_rate"
 #define WANSHIM_SET_PEER_RATE     "wanshim_set_peer_rate"
+#define WANSHIM_REQUEST_BLAST     "wanshim_request_blast"
 
 #ifdef __cplusplus
 }

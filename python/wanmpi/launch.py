@@ -134,7 +134,8 @@ class Job:
         relaying = relays.environment(self.topo) if self.relayed else {}
         if not self.wanmpi:
             return {**self.daemon_environment(), **self.env}
-        env = {**libwanmpi.environment(self.topo), **relaying, **self.env}
+        env = {**libwanmpi.environment(self.topo), **relaying,
+               "WANMPI_RANK_ADDRESSES": libwanmpi.rank_addresses([n.address for n in self.ranks]), **self.env}
         preload = [str(libwanmpi.library(mpi)), str(libwanmpi.shim_library())]
         if self.env.get("LD_PRELOAD"):
             preload.append(self.env["LD_PRELOAD"])

@@ -27,6 +27,18 @@ def cluster_map(topo: Topology) -> str:
     return ";".join(f"{cl.name}={cl.network}" for cl in topo.clusters)
 
 
+def rank_addresses(addresses: list[str]) -> str:
+    """WANMPI_RANK_ADDRESSES: the node address of every MPI_COMM_WORLD rank,
+    run-length coded ("10.1.0.1*2,10.2.0.1*2"), for WANMPI_UDP_PARAMS."""
+    runs: list[list] = []
+    for a in addresses:
+        if runs and runs[-1][0] == a:
+            runs[-1][1] += 1
+        else:
+            runs.append([a, 1])
+    return ",".join(a if n == 1 else f"{a}*{n}" for a, n in runs)
+
+
 def environment(topo: Topology) -> dict[str, str]:
     """WANMPI_* settings for every rank of a job on `topo`."""
     c = topo.collectives

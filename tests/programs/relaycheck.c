@@ -21,9 +21,13 @@
  *        then accept N connections and print each one's addresses and first line
  *   relaycheck parallel SRC IP K             K non-blocking connects started
  *                                            together, then waited for: times
+ *   relaycheck blast IP RATE PAYLOAD COMMAND...
+ *        wanshim_request_blast(IP, RATE B/s, PAYLOAD) first, print its result
+ *        ("blast-request N" or "blast-request -1 ERRNO"), then run COMMAND
  * Output: one "key value..." line per observation; exit 2 on a setup error. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -38,6 +42,7 @@
 #include <unistd.h>
 
 #include "../../lib/src/shim/relay.h"
+#include "../../lib/include/wanshim.h"
 
 static void die(const char *what)
 {
@@ -254,6 +259,18 @@ static int vectors(void)
     for (int i = 0; i < WS_PREAMBLE_LEN; i++)
         printf("%02x", p[i]);
     printf("\n");
+    /* kind 3: the same endpoints with a request for 25 MB/s and 1452-byte datagrams */
+    uint8_t b[WS_PREAMBLE_BLAST_LEN];
+    ws_preamble_encode(b, WS_KIND_CONNECT_BLAST, (struct sockaddr *)&host, sizeof host,
+                       (struct sockaddr *)&src, sizeof src);
+    ws_blast_extension_encode(b + WS_PREAMBLE_LEN, 25000000, 1452);
+    printf("blast-preamble ");
+    for (int i = 0; i < WS_PREAMBLE_BLAST_LEN; i++)
+        printf("%02x", b[i]);
+    printf("\n");
+    uint8_t ext[WS_BLAST_EXT_LEN];
+    printf("blast-extension-bad %d %d %d\n", ws_blast_extension_encode(ext, 0, 1452),
+           ws_blast_extension_encode(ext, 1, WS_MIN_DATAGRAM - 1), ws_blast_extension_encode(ext, 1, WS_MAX_DATAGRAM + 1));
     /* the same bytes as a delivery preamble decode back to the endpoints */
     p[5] = WS_KIND_DELIVER;
     struct sockaddr_storage d, s;
@@ -465,9 +482,39 @@ static int parallel(char **argv)
     return 0;
 }
 
+/* `blast IP RATE PAYLOAD`: the request through the shim's API, as libwanmpi makes it. */
+static int request_blast(char **argv)
+{
+    wanshim_request_blast_fn *request = (wanshim_request_blast_fn *)dlsym(RTLD_DEFAULT, WANSHIM_REQUEST_BLAST);
+    if (!request) {
+        printf("blast-request no-shim\n");
+        return -1;
+    }
+    struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
+    struct sockaddr_in a4 = { 0 };
+    int v6 = strchr(argv[0], ':') != NULL;
+    if (v6)
+        inet_pton(AF_INET6, argv[0], &a6.sin6_addr);
+    else
+        a4 = address(argv[0], 1);
+    int rc = v6 ? request((struct sockaddr *)&a6, sizeof a6, strtoull(argv[1], NULL, 10), (unsigned)atoi(argv[2]))
+                : request((struct sockaddr *)&a4, sizeof a4, strtoull(argv[1], NULL, 10), (unsigned)atoi(argv[2]));
+    if (rc < 0)
+        printf("blast-request -1 %s\n", err_name(errno));
+    else
+        printf("blast-request %d\n", rc);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    while (argc >= 6 && !strcmp(argv[1], "blast")) {
+        if (request_blast(argv + 2) != 0)
+            return 2;
+        argv += 4;
+        argc -= 4;
+    }
     if (argc >= 2 && !strcmp(argv[1], "vectors"))
         return vectors();
     if (argc >= 4 && (!strcmp(argv[1], "select") || !strcmp(argv[1], "select-address")))

@@ -54,6 +54,11 @@
                                                          found d = 2 better when receivers' switch
                                                          ports overflow. Default 1 */
 
+/* The node address of every MPI_COMM_WORLD rank, for WANMPI_UDP_PARAMS
+ * (blast/udp_params.c): "10.1.0.1*2,10.2.0.1*2" = ranks 0-1 on 10.1.0.1,
+ * ranks 2-3 on 10.2.0.1 (`wanmpi run` sets it from its placement). */
+#define WM_ENV_RANK_ADDRESSES "WANMPI_RANK_ADDRESSES"
+
 /* libwanshim (lib/src/shim, docs/libwanshim.md), the socket shim preloaded
  * beside libwanmpi, reads WANMPI_CLUSTER and WANMPI_CLUSTER_MAP above, and: */
 #define WM_ENV_PACING_RATE    "WANMPI_PACING_RATE"    /* initial SO_MAX_PACING_RATE of every TCP

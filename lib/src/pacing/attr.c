@@ -25,6 +25,7 @@
 
 #include "attr.h"
 #include "rate.h"
+#include "../blast/udp_params.h"
 #include "../common/log.h"
 #include "../../include/wanmpi.h"
 
@@ -46,6 +47,8 @@ int wm_attr_init(void)
     int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &WANMPI_MAXRATE, NULL);
     if (rc == MPI_SUCCESS)
         rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &WANMPI_MATB, NULL);
+    if (rc == MPI_SUCCESS)
+        rc = wm_udp_init();
     if (rc != MPI_SUCCESS)
         return rc;
     if (PMPI_Add_error_code(MPI_ERR_ARG, &err_rate) == MPI_SUCCESS)
@@ -181,6 +184,8 @@ int MPI_Comm_set_attr(MPI_Comm comm, int keyval, void *attribute_val)
 {
     if (wm_attr_ours(keyval))
         return wm_attr_put_pointer(comm, keyval, attribute_val);
+    if (wm_udp_ours(keyval))
+        return wm_udp_put(comm, attribute_val);
     return PMPI_Comm_set_attr(comm, keyval, attribute_val);
 }
 
@@ -205,6 +210,8 @@ int MPI_Attr_put(MPI_Comm comm, int keyval, void *attribute_val)
 {
     if (wm_attr_ours(keyval))
         return wm_attr_put_pointer(comm, keyval, attribute_val);
+    if (wm_udp_ours(keyval))
+        return wm_udp_put(comm, attribute_val);
     return PMPI_Attr_put(comm, keyval, attribute_val);
 }
 

@@ -157,10 +157,12 @@ static void at_fork_prepare(void)
 {
     ws_pacing_atfork_prepare();
     ws_relay_atfork_prepare();
+    ws_blast_atfork_prepare();
 }
 
 static void at_fork_release(void)
 {
+    ws_blast_atfork_release();
     ws_relay_atfork_release();
     ws_pacing_atfork_release();
 }

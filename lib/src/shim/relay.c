@@ -394,6 +394,26 @@ static struct relayed *lookup(int fd)
     return &table[fd];
 }
 
+int ws_relaying(void)
+{
+    return nrelay > 0;
+}
+
+int ws_relay_count_host(const uint8_t *host, size_t n)
+{
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (int fd = 0; fd < table_size; fd++) {
+        uint8_t peer[16];
+        struct relayed *e = lookup(fd);
+        if (e && !e->error && ws_host_bytes((struct sockaddr *)&e->peer, e->peer_len, peer) == n
+            && !memcmp(peer, host, n))
+            found++;
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
 int ws_relay_take_error(int fd, int *err)
 {
     if (__atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
@@ -608,12 +628,21 @@ static int handshake(int fd, const struct sockaddr *relay, socklen_t rlen, const
     *stage = PREAMBLE;
     struct sockaddr_storage src;
     socklen_t slen = sizeof src;
-    uint8_t preamble[WS_PREAMBLE_LEN];
+    uint8_t preamble[WS_PREAMBLE_BLAST_LEN];
+    size_t plen = WS_PREAMBLE_LEN;
+    uint64_t rate;
+    unsigned payload;
+    int blast = ws_blast_lookup(dst, dlen, &rate, &payload);
     if (getsockname(fd, (struct sockaddr *)&src, &slen) != 0)
         return errno;
-    if (ws_preamble_encode(preamble, WS_KIND_CONNECT, dst, dlen, (struct sockaddr *)&src, slen) != 0)
+    if (ws_preamble_encode(preamble, blast ? WS_KIND_CONNECT_BLAST : WS_KIND_CONNECT, dst, dlen,
+                           (struct sockaddr *)&src, slen) != 0)
         return EINVAL;
-    int err = write_all(fd, preamble, sizeof preamble, deadline);
+    if (blast && ws_blast_extension_encode(preamble + WS_PREAMBLE_LEN, rate, payload) == 0)
+        plen = WS_PREAMBLE_BLAST_LEN;
+    else
+        preamble[5] = WS_KIND_CONNECT;
+    int err = write_all(fd, preamble, plen, deadline);
     if (err)
         return err;
     *stage = REPLY;
@@ -686,8 +715,14 @@ int ws_relay_connect(int fd, const struct sockaddr *addr, socklen_t len, int *re
 
     if (err == 0) {
         remember(fd, addr, len, 0);
-        WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms", fd, where, k,
-                 relays[k].text, took);
+        uint64_t rate;
+        unsigned payload;
+        if (ws_blast_lookup(addr, len, &rate, &payload))
+            WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms, blast requested at %llu B/s, "
+                     "payload %u", fd, where, k, relays[k].text, took, (unsigned long long)rate, payload);
+        else
+            WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms", fd, where, k,
+                     relays[k].text, took);
         ws_socket_connected(fd, addr, len, "relayed to");
         *ret = nonblocking ? -1 : 0;
         errno = nonblocking ? EINPROGRESS : caller_errno;

@@ -20,6 +20,11 @@
 #define WS_REPLY_LEN 4
 #define WS_KIND_CONNECT 1           /* shim -> local relay */
 #define WS_KIND_DELIVER 2           /* far relay -> destination */
+#define WS_KIND_CONNECT_BLAST 3     /* shim -> local relay, with a blast request */
+#define WS_BLAST_EXT_LEN 16         /* kind 3: rate (8), payload (2), reserved (6) */
+#define WS_PREAMBLE_BLAST_LEN (WS_PREAMBLE_LEN + WS_BLAST_EXT_LEN)
+#define WS_MIN_DATAGRAM 64          /* wanproto::rbudp::MIN_DATAGRAM ..= MAX_DATAGRAM */
+#define WS_MAX_DATAGRAM 65507
 
 /* ---- relay_preamble.c ---- */
 uint64_t ws_fnv1a64(const uint8_t *bytes, size_t n);
@@ -41,6 +46,10 @@ int ws_relay_select_address(int nrelay, const struct sockaddr *dst, socklen_t le
  * port 0 / the unspecified address (which the relay would refuse). */
 int ws_preamble_encode(uint8_t out[WS_PREAMBLE_LEN], int kind, const struct sockaddr *dst,
                        socklen_t dlen, const struct sockaddr *src, socklen_t slen);
+/* The 16 bytes after a kind-3 preamble: the requested blast rate (bytes/s on
+ * the wire, > 0) and UDP payload (WS_MIN_DATAGRAM..WS_MAX_DATAGRAM). 0, or -1
+ * if a value is out of range. */
+int ws_blast_extension_encode(uint8_t out[WS_BLAST_EXT_LEN], uint64_t rate, unsigned payload);
 /* Checks the first `n` bytes of a preamble of `kind` (as strictly as
  * wanproto: magic, version, kind, reserved and padding bytes, families).
  * 0 if nothing is wrong so far, -1 with `*why` otherwise. */
@@ -57,7 +66,17 @@ int ws_reply_errno(const uint8_t reply[WS_REPLY_LEN], int *reason);
 int ws_reason_errno(int reason);
 const char *ws_reason_name(int reason);
 
+/* ---- blast.c: blast requests (wanshim_request_blast) ---- */
+/* The request for connects to `dst`'s host: 1 and its rate and payload, or 0. */
+int ws_blast_lookup(const struct sockaddr *dst, socklen_t len, uint64_t *rate, unsigned *payload);
+void ws_blast_atfork_prepare(void);
+void ws_blast_atfork_release(void);
+
 /* ---- relay.c ---- */
+/* Whether connects to other clusters go through relays (WANMPI_RELAYS). */
+int ws_relaying(void);
+/* Open relayed connections (connected or accepted) whose peer is `host`. */
+int ws_relay_count_host(const uint8_t *host, size_t n);
 /* Reads WANMPI_RELAYS, WANMPI_RELAY_SOURCES and WANMPI_RELAY_TIMEOUT
  * (called by ws_init once the cluster map is loaded). A bad value is
  * reported on stderr and turns relaying off, nothing else. */

@@ -119,6 +119,18 @@ int ws_preamble_encode(uint8_t out[WS_PREAMBLE_LEN], int kind, const struct sock
     return 0;
 }
 
+int ws_blast_extension_encode(uint8_t out[WS_BLAST_EXT_LEN], uint64_t rate, unsigned payload)
+{
+    memset(out, 0, WS_BLAST_EXT_LEN);
+    if (rate == 0 || payload < WS_MIN_DATAGRAM || payload > WS_MAX_DATAGRAM)
+        return -1;
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(rate >> (56 - 8 * i));
+    out[8] = (uint8_t)(payload >> 8);
+    out[9] = (uint8_t)payload;
+    return 0;
+}
+
 int ws_preamble_check(const uint8_t *in, size_t n, int kind, const char **why)
 {
     if (n > WS_PREAMBLE_LEN)
