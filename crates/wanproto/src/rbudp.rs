@@ -25,6 +25,13 @@
 //! Several blasts may be in flight (their total is bounded by the
 //! receiver's announced window); resends go before new data.
 //!
+//! **Per-blast rate and datagram size.** A blast may go slower than the
+//! session's rate and in smaller datagrams ([`BlastParams`], from a pair of
+//! ranks' request): its datagrams (resends included) are charged to the
+//! session's pacer at `cost * session_rate / blast_rate`, so, blasts being
+//! sent strictly one after another, it leaves at its own rate; its `chunk`
+//! travels in BLAST_START, so the receiver needs nothing else.
+//!
 //! **Authentication.** The session secret is exported from the trunk's
 //! authenticated handshake ([`crate::TrunkConnection::export_secret`]).
 //! Each end picks a random 32-bit session id for the datagrams it
@@ -638,6 +645,20 @@ pub enum RbudpError {
     },
 }
 
+/// How one blast is sent, below the session's settings: the defaults send
+/// at the session's rate in its full datagrams.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlastParams {
+    /// Bytes per second on the wire for this blast (counted as the
+    /// session's rate is); `None` or more than the session's rate: the
+    /// session's rate.
+    pub rate: Option<u64>,
+    /// Size of a full datagram of this blast (UDP payload, header
+    /// included), [`MIN_DATAGRAM`]..=[`MAX_DATAGRAM`]; `None` or more than
+    /// the session may send: the session's.
+    pub datagram_size: Option<usize>,
+}
+
 /// Why a blast cannot start now.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum BlastError {
@@ -650,6 +671,10 @@ pub enum BlastError {
     /// More bytes than one blast may carry.
     #[error("blast of {0} bytes is too large")]
     TooLarge(usize),
+    /// Invalid [`BlastParams`] (a caller bug: requests are checked when
+    /// they are decoded).
+    #[error("invalid blast parameters: {0}")]
+    Params(&'static str),
     /// The peer's window has less room than the blast needs.
     #[error("the peer's window has {available} bytes free, the blast needs {needed}")]
     WindowFull {
@@ -722,6 +747,8 @@ struct OutBlast {
     data: Vec<u8>,
     length: u64,
     chunk: usize,
+    /// Bytes/s of this blast (at most the session's rate).
+    rate: u64,
     packets: u32,
     round: u32,
     /// Resend list of this round (`None`: round 0, every packet in order).
@@ -865,6 +892,39 @@ impl RbudpSession {
         self.config.datagram_size.min(max) - DATAGRAM_HEADER_LEN
     }
 
+    /// Data bytes per datagram of a blast sent with `params`: the smallest
+    /// of its datagram size, ours and the peer's, less the header.
+    pub fn blast_chunk(&self, params: &BlastParams) -> usize {
+        let own = self.chunk();
+        match params.datagram_size {
+            Some(d) => own.min(d.max(MIN_DATAGRAM) - DATAGRAM_HEADER_LEN),
+            None => own,
+        }
+    }
+
+    /// The rate of a blast sent with `params`: its own, at most the
+    /// session's.
+    pub fn blast_rate(&self, params: &BlastParams) -> u64 {
+        params
+            .rate
+            .map_or(self.config.rate, |r| r.clamp(1, self.config.rate))
+    }
+
+    /// The session's rate, bytes/s on the wire.
+    pub fn rate(&self) -> u64 {
+        self.config.rate
+    }
+
+    /// What `bytes` of a blast at `rate` cost the session's pacer: scaled
+    /// up by session rate / blast rate, so the blast leaves at its rate.
+    fn pacer_cost(&self, bytes: u64, rate: u64) -> u64 {
+        if rate >= self.config.rate {
+            return bytes;
+        }
+        let scaled = (u128::from(bytes) * u128::from(self.config.rate)).div_ceil(u128::from(rate));
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    }
+
     /// Largest blast that may start now (0 if none).
     pub fn window_available(&self) -> u64 {
         match &self.peer {
@@ -895,7 +955,8 @@ impl RbudpSession {
     }
 
     /// Starts a blast of `data` for stream `stream`, inserted at `offset`
-    /// of its trunk data; queues BLAST_START. Returns the blast id.
+    /// of its trunk data, at the session's rate in its full datagrams;
+    /// queues BLAST_START. Returns the blast id.
     ///
     /// # Errors
     /// [`BlastError`]; `data` is then dropped.
@@ -905,13 +966,42 @@ impl RbudpSession {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<u32, BlastError> {
+        self.start_blast_with(stream, offset, data, BlastParams::default())
+    }
+
+    /// As [`RbudpSession::start_blast`], sent at
+    /// [`RbudpSession::blast_rate`] in datagrams of
+    /// [`RbudpSession::blast_chunk`] data bytes. Blasts leave strictly one
+    /// after another (resends of older ones first), so a slow blast also
+    /// delays the blasts queued behind it.
+    ///
+    /// # Errors
+    /// [`BlastError`] (also [`BlastError::Params`] for a rate of 0 or a
+    /// datagram size out of range); `data` is then dropped.
+    pub fn start_blast_with(
+        &mut self,
+        stream: u32,
+        offset: u64,
+        data: Vec<u8>,
+        params: BlastParams,
+    ) -> Result<u32, BlastError> {
+        if params.rate == Some(0) {
+            return Err(BlastError::Params("rate 0"));
+        }
+        if params
+            .datagram_size
+            .is_some_and(|d| !(MIN_DATAGRAM..=MAX_DATAGRAM).contains(&d))
+        {
+            return Err(BlastError::Params("datagram size out of range"));
+        }
         if !self.is_ready() {
             return Err(BlastError::NotReady);
         }
         if data.is_empty() {
             return Err(BlastError::Empty);
         }
-        let chunk = self.chunk();
+        let chunk = self.blast_chunk(&params);
+        let rate = self.blast_rate(&params);
         let packets = data.len().div_ceil(chunk);
         if packets > MAX_BLAST_PACKETS as usize || data.len() > u32::MAX as usize {
             return Err(BlastError::TooLarge(data.len()));
@@ -940,6 +1030,7 @@ impl RbudpSession {
             data,
             length,
             chunk,
+            rate,
             packets: packets as u32,
             round: 0,
             list: None,
@@ -1302,20 +1393,27 @@ impl RbudpSession {
         }
         let peer = self.peer.as_ref()?;
         let (session, token, port) = (peer.session, peer.token, peer.port);
-        let b = self.out.iter_mut().find(|b| b.state == OutState::Sending)?;
-        let seq = match &b.list {
-            None => b.pos as u32,
-            Some(l) => l[b.pos],
+        let i = self.out.iter().position(|b| b.state == OutState::Sending)?;
+        let (seq, len, rate) = {
+            let b = &self.out[i];
+            let seq = match &b.list {
+                None => b.pos as u32,
+                Some(l) => l[b.pos],
+            };
+            let start = seq as usize * b.chunk;
+            (seq, b.chunk.min(b.data.len() - start), b.rate)
         };
-        let start = seq as usize * b.chunk;
-        let len = b.chunk.min(b.data.len() - start);
         let size = DATAGRAM_HEADER_LEN + len;
-        let cost = size as u64 + self.config.overhead;
-        if self.pacer.available(now) < cost {
+        let cost = self.pacer_cost(size as u64 + self.config.overhead, rate);
+        // A slow blast's cost may exceed the bucket: it waits for a full
+        // bucket and leaves debt behind, so its average rate stays exact.
+        if self.pacer.available(now) < cost.min(self.config.burst) {
             self.next_send_at = Some(self.pacer.ready_at(now, cost));
             return None;
         }
         self.pacer.consume(now, cost);
+        let b = &mut self.out[i];
+        let start = seq as usize * b.chunk;
         DatagramHeader {
             session,
             token,
@@ -1336,8 +1434,9 @@ impl RbudpSession {
             let (blast, round) = (b.id, b.round);
             self.push(Control::BlastDone { blast, round });
         }
-        if self.out.iter().any(|b| b.state == OutState::Sending) {
-            let next = self.config.datagram_size as u64 + self.config.overhead;
+        if let Some(b) = self.out.iter().find(|b| b.state == OutState::Sending) {
+            let full = (DATAGRAM_HEADER_LEN + b.chunk) as u64 + self.config.overhead;
+            let next = self.pacer_cost(full, b.rate);
             let at = self.pacer.ready_at(now, next);
             if at > now {
                 self.next_send_at = Some(at);

@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 
 use wanproto::frame::Role;
 use wanproto::rbudp::{
-    BlastError, Control, DatagramHeader, DatagramOutcome, RbudpConfig, RbudpError, RbudpEvent,
-    RbudpSession, DATAGRAM_HEADER_LEN,
+    BlastError, BlastParams, Control, DatagramHeader, DatagramOutcome, RbudpConfig, RbudpError,
+    RbudpEvent, RbudpSession, DATAGRAM_HEADER_LEN,
 };
 
 const MS: u64 = 1_000_000;
@@ -68,6 +68,10 @@ struct End {
     delivered: u32,
     released: u32,
     release_on_complete: bool,
+    /// How this end's blasts are sent.
+    params: BlastParams,
+    /// Largest datagram this end sent.
+    largest: usize,
 }
 
 struct Sim {
@@ -112,6 +116,8 @@ impl Sim {
             delivered: 0,
             released: 0,
             release_on_complete: true,
+            params: BlastParams::default(),
+            largest: 0,
         };
         Sim {
             now: 0,
@@ -184,11 +190,12 @@ impl Sim {
                 let data = e.to_send.pop_front().unwrap();
                 let stream = 1 + i as u32;
                 e.sent.push(data.clone());
-                e.s.start_blast(stream, 0, data).unwrap();
+                e.s.start_blast_with(stream, 0, data, e.params).unwrap();
             }
             // Datagrams.
             while let Some((n, port)) = self.ends[i].s.poll_datagram(self.now, &mut self.buf) {
                 assert_eq!(port, if i == 0 { 6000 } else { 5000 });
+                self.ends[i].largest = self.ends[i].largest.max(n);
                 let d = self.buf[..n].to_vec();
                 self.send_datagram(1 - i, d);
             }
@@ -686,4 +693,113 @@ fn smaller_datagrams_of_the_peer_are_respected() {
     }
     assert_eq!(n, 5000u32.div_ceil(488));
     assert_eq!(b.take(1).unwrap(), data);
+}
+
+/// Virtual time to send 8 MiB in 1 MiB blasts from end 0 at `params`,
+/// 100 Mbit/s session, over `path`; the data checked exact.
+fn blast_time(params: BlastParams, path: Path, seed: u64) -> (u64, Sim) {
+    let mut sim = Sim::new(config(12_500_000, 1472), path, seed);
+    sim.ends[0].params = params;
+    for k in 0..8 {
+        sim.ends[0]
+            .to_send
+            .push_back(pattern(seed * 10 + k, 1 << 20));
+    }
+    sim.run(60 * SEC);
+    sim.check_exact();
+    (sim.now, sim)
+}
+
+#[test]
+fn a_blast_at_half_the_session_rate_takes_twice_as_long() {
+    for (seed, path) in [(31, Path::clean(10 * MS)), (32, impaired(0.03))] {
+        let (full, _) = blast_time(BlastParams::default(), path, seed);
+        let half = BlastParams {
+            rate: Some(12_500_000 / 2),
+            datagram_size: None,
+        };
+        let (slow, sim) = blast_time(half, path, seed);
+        let ratio = slow as f64 / full as f64;
+        assert!(
+            (1.8..=2.1).contains(&ratio),
+            "half rate took {} ms, full rate {} ms (x{ratio:.2})",
+            slow / MS,
+            full / MS
+        );
+        // The wire rate of the slow blasts (resends included) is at most
+        // half the session's.
+        let st = sim.ends[0].s.stats();
+        let wire = st.bytes_sent + 28 * st.datagrams_sent;
+        let rate = wire as f64 / (slow as f64 / 1e9);
+        assert!(rate <= 12_500_000.0 / 2.0 * 1.01, "{rate:.0} bytes/s");
+    }
+}
+
+#[test]
+fn a_rate_above_the_session_rate_is_clamped() {
+    let (full, _) = blast_time(BlastParams::default(), Path::clean(10 * MS), 33);
+    let fast = BlastParams {
+        rate: Some(u64::MAX),
+        datagram_size: Some(65_507),
+    };
+    let (clamped, sim) = blast_time(fast, Path::clean(10 * MS), 33);
+    assert_eq!(clamped, full);
+    assert!(sim.ends[0].largest <= 1472);
+    assert_eq!(sim.ends[0].s.blast_rate(&fast), 12_500_000);
+}
+
+#[test]
+fn a_smaller_blast_datagram_gives_more_smaller_datagrams() {
+    let small = BlastParams {
+        rate: None,
+        datagram_size: Some(600),
+    };
+    for (seed, path) in [(41, Path::clean(10 * MS)), (42, impaired(0.03))] {
+        let (_, sim) = blast_time(small, path, seed);
+        assert_eq!(sim.ends[0].largest, 600, "largest datagram");
+        let st = sim.ends[0].s.stats();
+        let first = st.datagrams_sent - st.datagrams_resent;
+        assert_eq!(
+            first,
+            8 * (1u64 << 20).div_ceil(600 - DATAGRAM_HEADER_LEN as u64)
+        );
+        assert_eq!(sim.ends[0].s.blast_chunk(&small), 576);
+    }
+}
+
+#[test]
+fn invalid_blast_params_are_refused() {
+    let mut sim = Sim::new(config(12_500_000, 1472), Path::clean(MS), 5);
+    sim.run(SEC);
+    let s = &mut sim.ends[0].s;
+    assert!(s.is_ready());
+    let zero = BlastParams {
+        rate: Some(0),
+        datagram_size: None,
+    };
+    assert_eq!(
+        s.start_blast_with(1, 0, vec![1; 100], zero),
+        Err(BlastError::Params("rate 0"))
+    );
+    for d in [10, 63, 65_508] {
+        let p = BlastParams {
+            rate: None,
+            datagram_size: Some(d),
+        };
+        assert_eq!(
+            s.start_blast_with(1, 0, vec![1; 100], p),
+            Err(BlastError::Params("datagram size out of range"))
+        );
+    }
+    // The smallest datagrams: 40 data bytes each; a blast of more than
+    // 2^18 of them is too large.
+    let tiny = BlastParams {
+        rate: None,
+        datagram_size: Some(64),
+    };
+    assert_eq!(s.blast_chunk(&tiny), 40);
+    assert_eq!(
+        s.start_blast_with(1, 0, vec![1; 40 * (1 << 18) + 1], tiny),
+        Err(BlastError::TooLarge(40 * (1 << 18) + 1))
+    );
 }
