@@ -46,6 +46,7 @@ use crate::frame::{
     self, valid_name, Frame, FrameError, Hello, Role, StreamId, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD,
     MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN,
 };
+use crate::preamble::BlastRequest;
 use crate::reason::{CloseCode, Reason};
 use crate::Decoded;
 
@@ -347,6 +348,9 @@ pub enum Event {
         destination: SocketAddr,
         /// The original source, for the delivery preamble.
         source: SocketAddr,
+        /// The ranks' request that the stream's bulk data be blasted, if
+        /// its OPEN carried one (the daemon's policy decides).
+        blast: Option<BlastRequest>,
     },
     /// A stream we opened was accepted: the far relay is connected to the
     /// destination (send the ok reply to the shim).
@@ -465,7 +469,7 @@ struct Stream {
     accepted: bool,
     // pending control for this stream
     in_ctrl: bool,
-    open_pending: Option<(SocketAddr, SocketAddr)>,
+    open_pending: Option<(SocketAddr, SocketAddr, Option<BlastRequest>)>,
     open_ok_pending: bool,
     window_pending: u64,
     // send side
@@ -857,6 +861,21 @@ impl TrunkConnection {
         destination: SocketAddr,
         source: SocketAddr,
     ) -> Result<StreamId, OpenError> {
+        self.open_stream_with_blast(destination, source, None)
+    }
+
+    /// As [`TrunkConnection::open_stream`], with the ranks' blast request
+    /// (from a kind-3 connect preamble) carried in the OPEN, so the far
+    /// relay knows it too.
+    ///
+    /// # Errors
+    /// [`OpenError`] if the connection cannot take a new stream.
+    pub fn open_stream_with_blast(
+        &mut self,
+        destination: SocketAddr,
+        source: SocketAddr,
+        blast: Option<BlastRequest>,
+    ) -> Result<StreamId, OpenError> {
         match self.state {
             State::Closed => return Err(OpenError::ConnectionClosed),
             State::Handshake => return Err(OpenError::NotEstablished),
@@ -880,7 +899,7 @@ impl TrunkConnection {
             u64::from(peer.initial_window),
             u64::from(self.config.min_stream_window),
         );
-        s.open_pending = Some((destination, source));
+        s.open_pending = Some((destination, source, blast));
         s.in_ctrl = true;
         self.streams.insert(id, s);
         self.ctrl_queue.push_back(id);
@@ -1189,6 +1208,7 @@ impl TrunkConnection {
                 stream,
                 destination,
                 source,
+                blast,
             } => {
                 if self.role.owns(stream) {
                     return Err(ConnectionError::Protocol("OPEN with one of our stream ids"));
@@ -1221,6 +1241,7 @@ impl TrunkConnection {
                     stream,
                     destination,
                     source,
+                    blast,
                 });
             }
             Frame::OpenOk { stream } => {
@@ -1416,11 +1437,12 @@ impl TrunkConnection {
                 continue;
             };
             let mut frames: Vec<Frame<'static>> = Vec::new();
-            if let Some((destination, source)) = s.open_pending {
+            if let Some((destination, source, blast)) = s.open_pending {
                 frames.push(Frame::Open {
                     stream: id,
                     destination,
                     source,
+                    blast,
                 });
             }
             if s.open_ok_pending {

@@ -13,7 +13,7 @@
 //! |---|---|---|---|
 //! | 0x01 | HELLO | 0 | see [`Hello`], 52..=178 bytes |
 //! | 0x02 | AUTH | 0 | 32-byte HMAC-SHA256 |
-//! | 0x10 | OPEN | new id | 38 bytes: families, ports, addresses (as the preamble's bytes 8..48, without bytes 14..16) |
+//! | 0x10 | OPEN | new id | 38 bytes: families, ports, addresses (as the preamble's bytes 8..48, without bytes 14..16); or 54: the same and a 16-byte [`BlastRequest`] |
 //! | 0x11 | OPEN_OK | id | empty |
 //! | 0x12 | DATA | id | 1..=[`MAX_DATA_PAYLOAD`] bytes |
 //! | 0x13 | WINDOW_UPDATE | id | u32 increment, 1..=[`MAX_WINDOW`] |
@@ -33,6 +33,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use thiserror::Error;
 
+use crate::preamble::{BlastRequest, BlastRequestError, BLAST_REQUEST_LEN};
 use crate::reason::{CloseCode, Reason};
 use crate::Decoded;
 
@@ -56,8 +57,10 @@ pub const MAX_NAME_LEN: usize = 64;
 const HELLO_FIXED_LEN: usize = 50;
 /// Largest HELLO payload.
 pub const MAX_HELLO_LEN: usize = HELLO_FIXED_LEN + 2 * MAX_NAME_LEN;
-/// Length of an OPEN payload.
+/// Length of an OPEN payload without a blast request.
 const OPEN_LEN: usize = 38;
+/// Length of an OPEN payload with a blast request.
+const OPEN_BLAST_LEN: usize = OPEN_LEN + BLAST_REQUEST_LEN;
 
 const T_HELLO: u8 = 0x01;
 const T_AUTH: u8 = 0x02;
@@ -170,6 +173,9 @@ pub enum Frame<'a> {
         destination: SocketAddr,
         /// The original source, passed on in the delivery preamble.
         source: SocketAddr,
+        /// The ranks' request that the stream's bulk data be blasted
+        /// (from a kind-3 connect preamble).
+        blast: Option<BlastRequest>,
     },
     /// The far relay connected to the destination.
     OpenOk {
@@ -287,6 +293,9 @@ pub enum FrameError {
     /// OPEN with a zero port or an unspecified address.
     #[error("OPEN with an unspecified address or port 0")]
     BadAddress,
+    /// OPEN with an invalid blast request.
+    #[error("OPEN: {0}")]
+    BadBlastRequest(BlastRequestError),
     /// WINDOW_UPDATE of 0 or more than [`MAX_WINDOW`].
     #[error("WINDOW_UPDATE increment {0} out of range")]
     BadIncrement(u32),
@@ -312,7 +321,7 @@ fn frame_rule(ty: u8) -> Option<(usize, usize, bool)> {
     Some(match ty {
         T_HELLO => (HELLO_FIXED_LEN + 2, MAX_HELLO_LEN, false),
         T_AUTH => (MAC_LEN, MAC_LEN, false),
-        T_OPEN => (OPEN_LEN, OPEN_LEN, true),
+        T_OPEN => (OPEN_LEN, OPEN_BLAST_LEN, true),
         T_OPEN_OK | T_FIN => (0, 0, true),
         T_DATA => (1, MAX_DATA_PAYLOAD, true),
         T_WINDOW_UPDATE => (4, 4, true),
@@ -358,7 +367,8 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
         });
     }
     let ulen = len as usize;
-    if ulen < min || ulen > max {
+    // OPEN is the one type with two lengths (without and with a request).
+    if ulen < min || ulen > max || (ty == T_OPEN && ulen != OPEN_LEN && ulen != OPEN_BLAST_LEN) {
         return Err(FrameError::BadLength {
             frame_type: ty,
             len,
@@ -378,10 +388,17 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
         }
         T_OPEN => {
             let (destination, source) = decode_addresses(p)?;
+            let blast = match p.len() {
+                OPEN_BLAST_LEN => Some(
+                    BlastRequest::decode(&p[OPEN_LEN..]).map_err(FrameError::BadBlastRequest)?,
+                ),
+                _ => None,
+            };
             Frame::Open {
                 stream,
                 destination,
                 source,
+                blast,
             }
         }
         T_OPEN_OK => Frame::OpenOk { stream },
@@ -526,7 +543,8 @@ impl Frame<'_> {
             + match self {
                 Frame::Hello(h) => HELLO_FIXED_LEN + h.name.len() + h.cluster.len(),
                 Frame::Auth { .. } => MAC_LEN,
-                Frame::Open { .. } => OPEN_LEN,
+                Frame::Open { blast: None, .. } => OPEN_LEN,
+                Frame::Open { blast: Some(_), .. } => OPEN_BLAST_LEN,
                 Frame::OpenOk { .. } | Frame::Fin { .. } => 0,
                 Frame::Data { payload, .. } => payload.len(),
                 Frame::WindowUpdate { .. } => 4,
@@ -575,9 +593,15 @@ impl Frame<'_> {
                 stream,
                 destination,
                 source,
+                blast,
             } => {
                 assert!(*stream != 0, "OPEN on stream 0");
-                header(out, T_OPEN, *stream, OPEN_LEN);
+                let len = if blast.is_some() {
+                    OPEN_BLAST_LEN
+                } else {
+                    OPEN_LEN
+                };
+                header(out, T_OPEN, *stream, len);
                 let mut p = [0u8; OPEN_LEN];
                 let (fams, rest) = p.split_at_mut(2);
                 let (ports, addrs) = rest.split_at_mut(4);
@@ -587,6 +611,9 @@ impl Frame<'_> {
                 put_address(&mut dfam[0], dport, daddr, destination);
                 put_address(&mut sfam[0], sport, saddr, source);
                 out.extend_from_slice(&p);
+                if let Some(r) = blast {
+                    out.extend_from_slice(&r.encode());
+                }
             }
             Frame::OpenOk { stream } => stream_header(out, T_OPEN_OK, *stream, 0),
             Frame::Data { stream, payload } => {
@@ -669,6 +696,13 @@ mod tests {
             stream: 3,
             destination: "10.1.0.3:4000".parse().unwrap(),
             source: "[fd00::2]:5000".parse().unwrap(),
+            blast: None,
+        });
+        round_trip(Frame::Open {
+            stream: 5,
+            destination: "10.1.0.3:4000".parse().unwrap(),
+            source: "10.0.0.2:5000".parse().unwrap(),
+            blast: Some(BlastRequest::new(12_500_000, 1472).unwrap()),
         });
         round_trip(Frame::OpenOk { stream: 3 });
         round_trip(Frame::Data {
@@ -730,6 +764,89 @@ mod tests {
         assert!(matches!(decode(&h), Err(FrameError::BadStreamId { .. })));
         let h = [T_PING, 0, 0, 0, 0, 1, 0, 0, 0, 8];
         assert!(matches!(decode(&h), Err(FrameError::BadStreamId { .. })));
+    }
+
+    #[test]
+    fn open_with_a_blast_request_is_byte_exact() {
+        let mut b = Vec::new();
+        Frame::Open {
+            stream: 1,
+            destination: "10.1.0.3:40000".parse().unwrap(),
+            source: "10.0.0.2:1024".parse().unwrap(),
+            blast: Some(BlastRequest::new(12_500_000, 1472).unwrap()),
+        }
+        .encode(&mut b);
+        let mut expected = vec![T_OPEN, 0, 0, 0, 0, 1, 0, 0, 0, 54];
+        expected.extend_from_slice(&[4, 4, 0x9c, 0x40, 0x04, 0x00]);
+        expected.extend_from_slice(&[10, 1, 0, 3]);
+        expected.extend_from_slice(&[0; 12]);
+        expected.extend_from_slice(&[10, 0, 0, 2]);
+        expected.extend_from_slice(&[0; 12]);
+        expected.extend_from_slice(&[
+            0, 0, 0, 0, 0, 0xbe, 0xbc, 0x20, 0x05, 0xc0, 0, 0, 0, 0, 0, 0,
+        ]);
+        assert_eq!(b, expected);
+    }
+
+    #[test]
+    fn open_lengths_other_than_38_and_54_are_refused_from_the_header() {
+        for len in [0u32, 37, 39, 53, 55, 64, 1000] {
+            let mut h = vec![T_OPEN, 0, 0, 0, 0, 1];
+            h.extend_from_slice(&len.to_be_bytes());
+            assert_eq!(
+                decode(&h),
+                Err(FrameError::BadLength {
+                    frame_type: T_OPEN,
+                    len
+                }),
+                "OPEN of {len} bytes"
+            );
+        }
+        for len in [38u32, 54] {
+            let mut h = vec![T_OPEN, 0, 0, 0, 0, 1];
+            h.extend_from_slice(&len.to_be_bytes());
+            assert_eq!(decode(&h), Ok(Decoded::NeedMore(len as usize)));
+        }
+    }
+
+    #[test]
+    fn open_with_a_bad_blast_request_is_refused() {
+        let good = {
+            let mut b = Vec::new();
+            Frame::Open {
+                stream: 1,
+                destination: "10.1.0.3:1".parse().unwrap(),
+                source: "10.0.0.2:2".parse().unwrap(),
+                blast: Some(BlastRequest::new(1000, 64).unwrap()),
+            }
+            .encode(&mut b);
+            b
+        };
+        let ext = FRAME_HEADER_LEN + OPEN_LEN;
+        let mut b = good.clone();
+        b[ext..ext + 8].fill(0);
+        assert_eq!(
+            decode(&b),
+            Err(FrameError::BadBlastRequest(BlastRequestError::ZeroRate))
+        );
+        let mut b = good.clone();
+        b[ext + 8..ext + 10].copy_from_slice(&63u16.to_be_bytes());
+        assert_eq!(
+            decode(&b),
+            Err(FrameError::BadBlastRequest(BlastRequestError::Payload(63)))
+        );
+        let mut b = good.clone();
+        b[ext + 15] = 1;
+        assert_eq!(
+            decode(&b),
+            Err(FrameError::BadBlastRequest(
+                BlastRequestError::NonZeroReserved(15)
+            ))
+        );
+        assert_eq!(
+            FrameError::BadBlastRequest(BlastRequestError::ZeroRate).close_code(),
+            CloseCode::Protocol
+        );
     }
 
     #[test]

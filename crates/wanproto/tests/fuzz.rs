@@ -10,7 +10,9 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use harness::{LinkParams, Pair};
 use proptest::prelude::*;
 use wanproto::frame::{self, Frame, Hello, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD};
-use wanproto::{CloseCode, Config, Decoded, Event, Preamble, Reason, Reply, Role, TrunkConnection};
+use wanproto::{
+    BlastRequest, CloseCode, Config, Decoded, Event, Preamble, Reason, Reply, Role, TrunkConnection,
+};
 
 fn socket_addr() -> impl Strategy<Value = SocketAddr> {
     prop_oneof![
@@ -74,6 +76,11 @@ fn build(
             stream,
             destination: d,
             source: s,
+            // Every other OPEN carries a (valid) blast request.
+            blast: (data[0] & 1 == 1).then(|| BlastRequest {
+                rate: u64::from(inc),
+                payload: 64 + u16::from(data[0]) * 250,
+            }),
         },
         3 => Frame::OpenOk { stream },
         4 => Frame::Data {
@@ -124,10 +131,15 @@ fn check_preamble_decode(bytes: &[u8]) {
     for decode in [Preamble::decode_connect, Preamble::decode_deliver] {
         match decode(bytes) {
             Ok(Decoded::Complete(p, n)) => {
-                assert_eq!(n, 48);
-                assert_eq!(&p.encode()[..], &bytes[..48]);
+                // 64 bytes exactly for kind 3 (a connect with a blast request).
+                assert_eq!(n, if p.blast.is_some() { 64 } else { 48 });
+                assert_eq!(p.blast.is_some(), bytes[5] == 3);
+                assert_eq!(&p.encode()[..], &bytes[..n]);
             }
-            Ok(Decoded::NeedMore(k)) => assert_eq!(bytes.len() + k, 48),
+            Ok(Decoded::NeedMore(k)) => {
+                let want = if bytes.len() >= 48 { 64 } else { 48 };
+                assert_eq!(bytes.len() + k, want);
+            }
             Err(_) => {}
         }
     }
@@ -210,23 +222,45 @@ proptest! {
     }
 
     #[test]
-    fn preamble_decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+    fn preamble_decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+        check_preamble_decode(&bytes);
+    }
+
+    #[test]
+    fn preamble_decoders_never_panic_on_blast_request_tails(
+        d in socket_addr(), s in socket_addr(),
+        tail in proptest::collection::vec(any::<u8>(), 0..24),
+    ) {
+        // A valid kind-3 header with arbitrary request bytes.
+        let mut bytes = Preamble::connect(d, s).encode();
+        bytes[5] = 3;
+        bytes.extend_from_slice(&tail);
         check_preamble_decode(&bytes);
     }
 
     #[test]
     fn preamble_decoders_handle_mutated_valid_preambles(
-        d in socket_addr(), s in socket_addr(), deliver in any::<bool>(),
-        muts in proptest::collection::vec((0usize..48, any::<u8>()), 0..3),
-        cut in 0usize..=48,
+        d in socket_addr(), s in socket_addr(), kind in 0u8..3,
+        rate in 1u64.., payload in 64u16..=65507,
+        muts in proptest::collection::vec((0usize..64, any::<u8>()), 0..3),
+        cut in 0usize..=64,
     ) {
-        let p = if deliver { Preamble::deliver(d, s) } else { Preamble::connect(d, s) };
-        let mut bytes = p.encode().to_vec();
+        let p = match kind {
+            0 => Preamble::deliver(d, s),
+            1 => Preamble::connect(d, s),
+            _ => Preamble::connect_with_blast(d, s, BlastRequest { rate, payload }),
+        };
+        let mut bytes = p.encode();
+        if muts.is_empty() && !d.ip().is_unspecified() && !s.ip().is_unspecified() && d.port() != 0 && s.port() != 0 {
+            let decoded = if kind == 0 { Preamble::decode_deliver(&bytes) } else { Preamble::decode_connect(&bytes) };
+            prop_assert_eq!(decoded, Ok(Decoded::Complete(p, bytes.len())));
+        }
         for (i, x) in muts {
+            let i = i % bytes.len();
             bytes[i] ^= x;
         }
         check_preamble_decode(&bytes);
-        check_preamble_decode(&bytes[..cut]);
+        check_preamble_decode(&bytes[..cut.min(bytes.len())]);
     }
 
     #[test]
@@ -263,7 +297,7 @@ proptest! {
         let mut bytes = Vec::new();
         let (d0, s0): (SocketAddr, SocketAddr) = ("10.1.0.1:1".parse().unwrap(), "10.0.0.1:1".parse().unwrap());
         for id in (1..40).step_by(2) {
-            Frame::Open { stream: id, destination: d0, source: s0 }.encode(&mut bytes);
+            Frame::Open { stream: id, destination: d0, source: s0, blast: None }.encode(&mut bytes);
         }
         for (kind, stream, data, d, s, inc, hello) in frames {
             // Mostly stream frames on peer (odd) ids, sized within credit.

@@ -255,6 +255,7 @@ fn frames_before_auth_and_non_hello_first_frames_are_refused() {
         stream: 1,
         destination: "10.1.0.1:1".parse().unwrap(),
         source: "10.0.0.1:1".parse().unwrap(),
+        blast: None,
     }
     .encode(&mut open);
     b.handle_input(0, &open);
@@ -333,6 +334,7 @@ fn open(stream: u32) -> Frame<'static> {
         stream,
         destination: SocketAddr::from(([10, 1, 0, 1], 4000)),
         source: SocketAddr::from(([10, 0, 0, 1], 5000)),
+        blast: None,
     }
 }
 

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 
 use harness::{LinkParams, Pair, Rng, MS, SEC};
 use wanproto::{
-    CloseCode, Config, ConnectionError, Event, OpenError, ReadOutcome, Reason, StreamError,
-    StreamId, TrunkConnection,
+    BlastRequest, CloseCode, Config, ConnectionError, Event, OpenError, ReadOutcome, Reason,
+    StreamError, StreamId, TrunkConnection,
 };
 
 /// What one end does with one stream.
@@ -290,6 +290,32 @@ fn exact_delivery_of_large_streams_with_window_growth() {
 }
 
 #[test]
+fn a_blast_request_reaches_the_far_end_with_its_stream() {
+    let mut p = Pair::with_link(LinkParams::wan(), 3);
+    assert!(p.handshake());
+    let request = BlastRequest::new(3_125_000, 1200).unwrap();
+    let asked =
+        p.a.open_stream_with_blast(dest(1), src(), Some(request))
+            .unwrap();
+    let plain = p.a.open_stream(dest(2), src()).unwrap();
+    assert!(p.run_until(SEC, |p| p
+        .events_b
+        .iter()
+        .filter(|e| matches!(e, Event::StreamOpened { .. }))
+        .count()
+        == 2));
+    let opened: Vec<_> = p
+        .events_b
+        .iter()
+        .filter_map(|e| match e {
+            Event::StreamOpened { stream, blast, .. } => Some((*stream, *blast)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened, [(asked, Some(request)), (plain, None)]);
+}
+
+#[test]
 fn half_close_propagates_both_ways() {
     let mut p = Pair::with_link(LinkParams::wan(), 3);
     assert!(p.handshake());
@@ -305,6 +331,7 @@ fn half_close_propagates_both_ways() {
             stream,
             destination,
             source,
+            blast: None,
         } => Some((*stream, *destination, *source)),
         _ => None,
     });

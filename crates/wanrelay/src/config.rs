@@ -186,6 +186,18 @@ pub enum Transport {
     Rbudp,
 }
 
+/// Which streams to an rbudp peer blast their bulk data
+/// (`rbudp_streams`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RbudpStreams {
+    /// `"all"` (default): every stream; one with a blast request at the
+    /// requested rate and payload (within the peer's).
+    All,
+    /// `"requested"`: only streams whose ranks asked for it (kind-3
+    /// preamble); the others stay on the trunk.
+    Requested,
+}
+
 /// The RBUDP settings of a peer (`transport = "rbudp"`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RbudpPeer {
@@ -201,6 +213,8 @@ pub struct RbudpPeer {
     pub bulk_threshold: usize,
     /// TEST ONLY: share of outgoing datagrams dropped on purpose.
     pub test_drop: f64,
+    /// Which streams blast.
+    pub streams: RbudpStreams,
 }
 
 /// Who opens the trunk connections of a peer.
@@ -476,6 +490,7 @@ impl Config {
                 "window",
                 "bulk_threshold",
                 "test_drop",
+                "rbudp_streams",
             ])?;
             let pname = t.name("name")?;
             if !names.insert(pname.clone()) {
@@ -708,13 +723,14 @@ fn rbudp_settings(
     transport: Transport,
     trunks: usize,
 ) -> Result<Option<RbudpPeer>, ConfigError> {
-    const KEYS: [&str; 6] = [
+    const KEYS: [&str; 7] = [
         "rate",
         "payload",
         "blast",
         "window",
         "bulk_threshold",
         "test_drop",
+        "rbudp_streams",
     ];
     if transport != Transport::Rbudp {
         if let Some(k) = KEYS.iter().find(|k| t.get(k).is_some()) {
@@ -782,6 +798,19 @@ fn rbudp_settings(
             _ => return Err(t.err("test_drop", "a share 0 <= x < 1 (TEST ONLY)")),
         },
     };
+    let streams = match t.opt_string("rbudp_streams")?.as_deref() {
+        None | Some("all") => RbudpStreams::All,
+        Some("requested") => RbudpStreams::Requested,
+        Some(other) => {
+            return Err(t.err(
+                "rbudp_streams",
+                format!(
+                    "{other:?}: must be \"all\" (every stream's bulk data blasts) or \"requested\" \
+                     (only connections whose ranks asked for it)"
+                ),
+            ))
+        }
+    };
     let per_trunk = RbudpConfig::new(rate / trunks as u64, payload as usize);
     per_trunk
         .validate()
@@ -793,15 +822,21 @@ fn rbudp_settings(
         window,
         bulk_threshold: bulk_threshold as usize,
         test_drop,
+        streams,
     }))
 }
 
 impl RbudpPeer {
     /// The session settings of one of `trunks` trunks (the rate is shared).
     pub fn session_config(&self, trunks: usize) -> RbudpConfig {
-        let mut c = RbudpConfig::new((self.rate / trunks.max(1) as u64).max(1), self.payload);
+        let mut c = RbudpConfig::new(self.trunk_rate(trunks), self.payload);
         c.receive_window = self.window;
         c
+    }
+
+    /// The blast rate of one of `trunks` trunks, bytes/s on the wire.
+    pub fn trunk_rate(&self, trunks: usize) -> u64 {
+        (self.rate / trunks.max(1) as u64).max(1)
     }
 }
 
@@ -1308,6 +1343,30 @@ mod tests {
                 |v| v["peer"][0]["rate"] = json!("100Mbit"),
                 "peer[0].rate: only for",
             ),
+            (
+                |v| v["peer"][0]["rbudp_streams"] = json!("requested"),
+                "peer[0].rbudp_streams: only for transport = \"rbudp\"",
+            ),
+            (
+                |v| {
+                    v["outside"]["udp_listen"] = json!("127.0.0.1:7402");
+                    v["peer"][0]["transport"] = json!("rbudp");
+                    v["peer"][0]["rate"] = json!("100Mbit");
+                    v["peer"][0]["payload"] = json!(1472);
+                    v["peer"][0]["rbudp_streams"] = json!("some");
+                },
+                "peer[0].rbudp_streams: \"some\": must be \"all\"",
+            ),
+            (
+                |v| {
+                    v["outside"]["udp_listen"] = json!("127.0.0.1:7402");
+                    v["peer"][0]["transport"] = json!("rbudp");
+                    v["peer"][0]["rate"] = json!("100Mbit");
+                    v["peer"][0]["payload"] = json!(1472);
+                    v["peer"][0]["rbudp_streams"] = json!(true);
+                },
+                "peer[0].rbudp_streams:",
+            ),
             (|v| v["peer"][0]["cluster"] = json!("a"), "peer[0].cluster:"),
             (
                 |v| v["trunk"] = json!({"idle_timeout": "20"}),
@@ -1348,9 +1407,19 @@ mod tests {
         assert_eq!((r.payload, r.blast, r.window), (1472, 1 << 20, 16 << 20));
         assert_eq!(r.bulk_threshold, 256 << 10);
         assert_eq!(r.test_drop, 0.0);
+        assert_eq!(r.streams, RbudpStreams::All);
         // Two trunks share the rate.
         assert_eq!(r.session_config(2).rate, 190_000_000 / 16);
         assert_eq!(c.udp_listen, Some("127.0.0.1:7402".parse().unwrap()));
+        assert_eq!(r.trunk_rate(2), 190_000_000 / 16);
+        for (value, streams) in [
+            ("all", RbudpStreams::All),
+            ("requested", RbudpStreams::Requested),
+        ] {
+            v["peer"][0]["rbudp_streams"] = json!(value);
+            let c = Config::from_value(&v, Path::new("/etc/x.toml")).unwrap();
+            assert_eq!(c.peers[0].rbudp.as_ref().unwrap().streams, streams);
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The inside listener: connections from the shim on member nodes.
 //!
 //! A connection is accepted only from a member address; its first 48 bytes
-//! must be a connect preamble (checked byte by byte as they arrive, within
+//! (64 with a blast request, kind 3) must be a connect preamble (checked byte by byte as they arrive, within
 //! `inside.preamble_timeout`) whose source is the connection's own address.
 //! The relay then opens a stream on the trunk chosen for the destination
 //! host, and splices (see [`crate::stream`]); bytes the shim sent after the
@@ -192,13 +192,17 @@ async fn handle(
         };
         let (key, trunk) = &routes[i];
         let mut g = trunk.lock();
-        match g.conn.open_stream(destination, source) {
+        match g
+            .conn
+            .open_stream_with_blast(destination, source, preamble.blast)
+        {
             Ok(id) => {
                 let shared = Arc::new(StreamShared::default());
                 g.streams.insert(id, shared.clone());
+                let blasts = crate::rbudp::stream_policy(trunk, &g, id, preamble.blast, "out");
                 trunk.dispatch(&mut g);
                 trunk.kick(&mut g);
-                break Some((trunk.clone(), id, shared));
+                break Some((trunk.clone(), id, shared, blasts));
             }
             Err(e) => {
                 overloaded |= matches!(e, OpenError::StreamLimit(_) | OpenError::IdsExhausted);
@@ -208,7 +212,7 @@ async fn handle(
             }
         }
     };
-    let Some((trunk, id, shared)) = opened else {
+    let Some((trunk, id, shared, blasts)) = opened else {
         let (reason, why) = if relay.is_shutting_down() {
             (Reason::ShuttingDown, "relay shutting down")
         } else if overloaded {
@@ -234,8 +238,9 @@ async fn handle(
             ("side", "out"),
         ],
     );
-    debug!(trunk = trunk.id, stream = id, %source, %destination, early = len - used, "stream opened");
+    debug!(trunk = trunk.id, stream = id, %source, %destination, early = len - used,
+           blast_request = preamble.blast.is_some(), "stream opened");
     buf.truncate(len);
     buf.drain(..used);
-    stream::splice(trunk, id, shared, sock, true, buf).await;
+    stream::splice(trunk, id, shared, sock, true, buf, blasts).await;
 }

@@ -45,6 +45,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("wanrelay_rbudp_stream_bytes_total", "counter", "Stream payload bytes carried by blasts, by peer and direction (to_wan, from_wan); the rest went over the trunk."),
     ("wanrelay_rbudp_window_bytes", "gauge", "Bytes of blasts not yet released: side=sent ours held by the peer, side=received the peer's held here."),
     ("wanrelay_rbudp_protocol_errors_total", "counter", "Trunks closed for an RBUDP protocol violation of the peer."),
+    ("wanrelay_rbudp_requests_total", "counter", "Blast requests of MPI rank pairs (kind-3 preamble or the peer's OPEN), by peer, side (out: from a local shim; in: in the peer's OPEN) and outcome (blasted; clamped: blasted within the peer's rate and payload; no_rbudp: tcp peer or RBUDP session not up, the stream stays on the trunk)."),
     ("wanrelay_rbudp_control_ignored_total", "counter", "RBUDP control messages from a peer configured here with transport tcp (ignored: everything stays on the trunk)."),
     ("wanrelay_rbudp_test_dropped_total", "counter", "TEST ONLY (peer.test_drop): datagrams dropped on purpose before sending."),
 ];

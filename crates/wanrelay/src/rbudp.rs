@@ -24,6 +24,11 @@
 //!   for its own earlier blasts to be released; a stream with none in
 //!   flight sends over the trunk instead, so a stalled destination holding
 //!   the window never stalls another stream.
+//! * **Which streams** ([`stream_policy`]): with `rbudp_streams = "all"`
+//!   every stream to the peer, with `"requested"` only those whose ranks
+//!   sent a blast request (kind-3 preamble, carried in the OPEN so both
+//!   relays know it). A request sets the stream's blast rate and datagram
+//!   size, clamped to the peer's `rate` (per trunk) and `payload`.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -33,10 +38,13 @@ use std::time::Duration;
 
 use tokio::net::UdpSocket;
 use tracing::{debug, info, warn};
-use wanproto::rbudp::{datagram_session, RbudpEvent, RbudpSession, RbudpStats};
-use wanproto::{CloseCode, StreamId};
+use wanproto::rbudp::{
+    datagram_session, BlastParams, RbudpEvent, RbudpSession, RbudpStats, DATAGRAM_HEADER_LEN,
+    MAX_BLAST_PACKETS,
+};
+use wanproto::{BlastRequest, CloseCode, StreamId};
 
-use crate::config::RbudpPeer;
+use crate::config::{RbudpPeer, RbudpStreams};
 use crate::relay::Relay;
 use crate::trunk::{Trunk, TrunkInner};
 
@@ -111,6 +119,96 @@ impl RbudpLink {
 pub fn settings(trunk: &Trunk) -> Option<RbudpPeer> {
     let p = trunk.placement.get()?;
     trunk.relay.config.peers[p.peer].rbudp.clone()
+}
+
+/// How one stream's bulk data goes to the peer by RBUDP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamBlast {
+    /// Largest blast gathered from the socket, bytes.
+    pub blast: usize,
+    /// A bulk read gathering less goes over the trunk.
+    pub bulk_threshold: usize,
+    /// Rate and datagram size of its blasts.
+    pub params: BlastParams,
+}
+
+/// Whether stream `stream` of `trunk` blasts its bulk data to the peer,
+/// and how: the peer's `transport` and `rbudp_streams` decide, and the
+/// ranks' `request` (from the preamble or the peer's OPEN) sets the
+/// rate and datagram size, clamped to the peer's `rate` (this trunk's
+/// share) and `payload`. Both relays of a stream call it (`side` "out":
+/// the opener, "in": the far relay), each for the data it sends. A
+/// request is counted (`wanrelay_rbudp_requests_total`); one that cannot
+/// be honoured (tcp peer, RBUDP session not up) is not an error: the
+/// stream stays on the trunk, and the first such request per peer is
+/// logged at warn.
+pub fn stream_policy(
+    trunk: &Trunk,
+    g: &TrunkInner,
+    stream: StreamId,
+    request: Option<BlastRequest>,
+    side: &str,
+) -> Option<StreamBlast> {
+    let p = trunk.placement.get()?;
+    let relay = &trunk.relay;
+    let pc = &relay.config.peers[p.peer];
+    let count = |outcome: &str| {
+        relay.metrics.inc(
+            "wanrelay_rbudp_requests_total",
+            &[("peer", &pc.name), ("side", side), ("outcome", outcome)],
+        )
+    };
+    let Some(s) = pc.rbudp.as_ref() else {
+        if request.is_some() {
+            count("no_rbudp");
+            if relay.first_ignored_request(p.peer) {
+                warn!(trunk = trunk.id, peer = %pc.name, stream,
+                      "blast requests to this peer are ignored: it is configured with transport = \"tcp\" (streams stay on the trunk; counted in wanrelay_rbudp_requests_total)");
+            }
+        }
+        return None;
+    };
+    if request.is_none() && s.streams == RbudpStreams::Requested {
+        return None;
+    }
+    let mut params = BlastParams::default();
+    let mut datagram = s.payload;
+    if let Some(r) = request {
+        let trunk_rate = s.trunk_rate(pc.trunks);
+        let rate = r.rate.min(trunk_rate);
+        datagram = usize::from(r.payload).min(s.payload);
+        params = BlastParams {
+            rate: Some(rate),
+            datagram_size: Some(datagram),
+        };
+        let up = g
+            .rbudp
+            .as_ref()
+            .is_some_and(|l| l.session.is_ready() && l.peer_addr.is_some());
+        let outcome = if !up {
+            "no_rbudp"
+        } else if rate < r.rate || datagram < usize::from(r.payload) {
+            "clamped"
+        } else {
+            "blasted"
+        };
+        count(outcome);
+        debug!(trunk = trunk.id, peer = %pc.name, stream, side, outcome,
+               requested_rate = r.rate, rate, requested_payload = r.payload, payload = datagram,
+               "blast request (rates in bytes/s on the wire)");
+        if !up && relay.first_ignored_request(p.peer) {
+            warn!(trunk = trunk.id, peer = %pc.name, stream,
+                  "blast request while the RBUDP session with this peer is not up (is it configured with transport = \"rbudp\"?): the stream's data stays on the trunk until it is");
+        }
+    }
+    // A blast holds at most MAX_BLAST_PACKETS datagrams of its chunk.
+    let chunk = datagram - DATAGRAM_HEADER_LEN;
+    let blast = s.blast.min(MAX_BLAST_PACKETS as usize * chunk);
+    Some(StreamBlast {
+        blast,
+        bulk_threshold: s.bulk_threshold.min(blast),
+        params,
+    })
 }
 
 fn random_u32() -> u32 {
@@ -301,6 +399,7 @@ pub async fn send_blast(
     id: StreamId,
     offset: u64,
     data: Vec<u8>,
+    params: BlastParams,
 ) -> Result<(), Vec<u8>> {
     loop {
         let released = trunk.rbudp_window.notified();
@@ -315,8 +414,13 @@ pub async fn send_blast(
                 return Err(data);
             }
             let len = data.len() as u64;
+            let packets = data.len().div_ceil(link.session.blast_chunk(&params));
+            if packets > MAX_BLAST_PACKETS as usize {
+                // The peer's datagrams are smaller than this stream's.
+                return Err(data);
+            }
             if len <= link.session.window_available() {
-                match link.session.start_blast(id, offset, data) {
+                match link.session.start_blast_with(id, offset, data, params) {
                     Ok(blast) => {
                         *link.in_flight.entry(id).or_default() += 1;
                         link.out_stream.insert(blast, id);

@@ -40,6 +40,8 @@ pub struct PeerState {
     slots: Mutex<Vec<Option<Arc<Trunk>>>>,
     /// Shared pacer of every trunk to this peer (if paced).
     pacer: Option<Mutex<Pacer>>,
+    /// A blast request to this peer was ignored (logged once).
+    ignored_request: AtomicBool,
 }
 
 /// The relay's shared state.
@@ -78,6 +80,7 @@ impl Relay {
                         Pacer::new(r, p.pacing_burst, 0).unwrap_or_else(|_| Pacer::unlimited()),
                     )
                 }),
+                ignored_request: AtomicBool::new(false),
             })
             .collect();
         let (shutdown_tx, _) = watch::channel(false);
@@ -124,6 +127,14 @@ impl Relay {
     /// A receiver that turns true when shutdown begins.
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
+    }
+
+    /// Whether this is the first blast request to peer `index` that
+    /// cannot be honoured (it is logged once per peer).
+    pub fn first_ignored_request(&self, index: usize) -> bool {
+        !self.peers[index]
+            .ignored_request
+            .swap(true, Ordering::Relaxed)
     }
 
     /// The pacer of peer `index`, if paced.

@@ -28,6 +28,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use tracing::{debug, info};
 use wanproto::{Preamble, ReadOutcome, Reason, Reply, StreamId};
 
+use crate::rbudp::StreamBlast;
 use crate::reason_label;
 use crate::trunk::{StreamShared, Trunk};
 
@@ -67,7 +68,9 @@ fn counters(trunk: &Trunk) -> Counters {
 
 /// Splices `sock` with stream `id` until both directions end or either
 /// side resets. `reply`: `sock` is a shim connection awaiting the reply;
-/// `initial`: bytes already read from `sock` (after the preamble).
+/// `initial`: bytes already read from `sock` (after the preamble);
+/// `blasts`: whether and how its bulk data to the peer goes by RBUDP
+/// ([`crate::rbudp::stream_policy`]).
 pub async fn splice(
     trunk: Arc<Trunk>,
     id: StreamId,
@@ -75,6 +78,7 @@ pub async fn splice(
     mut sock: TcpStream,
     reply: bool,
     initial: Vec<u8>,
+    blasts: Option<StreamBlast>,
 ) {
     let started = Instant::now();
     let c = counters(&trunk);
@@ -82,7 +86,9 @@ pub async fn splice(
     let received = AtomicU64::new(0);
     let outcome = {
         let (mut rd, mut wr) = sock.split();
-        let up = to_wan(&trunk, id, &shared, &mut rd, initial, &c.to_wan, &sent);
+        let up = to_wan(
+            &trunk, id, &shared, &mut rd, initial, blasts, &c.to_wan, &sent,
+        );
         let down = from_wan(&trunk, id, &shared, &mut wr, reply, &c.from_wan, &received);
         tokio::pin!(up, down);
         let (mut up_done, mut down_done) = (false, false);
@@ -190,19 +196,20 @@ pub async fn splice(
     drop(sock);
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn to_wan(
     trunk: &Arc<Trunk>,
     id: StreamId,
     shared: &StreamShared,
     rd: &mut tokio::net::tcp::ReadHalf<'_>,
     initial: Vec<u8>,
+    bulk: Option<StreamBlast>,
     counter: &AtomicU64,
     total: &AtomicU64,
 ) -> Result<(), Abort> {
-    // Peers with transport = "rbudp": bulk reads become blasts (see
-    // crate::rbudp for the policy); `offset` counts the bytes written to
-    // the trunk stream, where the next blast is inserted.
-    let bulk = crate::rbudp::settings(trunk);
+    // Streams that blast (crate::rbudp::stream_policy): bulk reads become
+    // blasts; `offset` counts the bytes written to the trunk stream, where
+    // the next blast is inserted.
     let mut offset: u64 = 0;
     let mut out = initial;
     counter.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -246,7 +253,7 @@ async fn to_wan(
             }
         }
         if blast.len() >= b.bulk_threshold {
-            if let Err(back) = crate::rbudp::send_blast(trunk, id, offset, blast).await {
+            if let Err(back) = crate::rbudp::send_blast(trunk, id, offset, blast, b.params).await {
                 out = back;
             }
         } else {
@@ -366,13 +373,15 @@ async fn from_wan(
 
 /// The far side of a stream the peer opened to `destination` (a member
 /// node, checked by the caller): connect, write the delivery preamble,
-/// accept the stream, splice. A failure resets the stream with its reason.
+/// accept the stream, splice (`blasts`: as for [`splice`]). A failure
+/// resets the stream with its reason.
 pub async fn deliver(
     trunk: Arc<Trunk>,
     id: StreamId,
     shared: Arc<StreamShared>,
     destination: SocketAddr,
     source: SocketAddr,
+    blasts: Option<StreamBlast>,
 ) {
     let relay = trunk.relay.clone();
     let connect = async {
@@ -431,7 +440,7 @@ pub async fn deliver(
     // Accepted: this side may send blasts too.
     shared.accepted.store(true, Ordering::Release);
     debug!(trunk = trunk.id, stream = id, %destination, %source, "connected to the destination");
-    splice(trunk, id, shared, sock, false, Vec::new()).await;
+    splice(trunk, id, shared, sock, false, Vec::new(), blasts).await;
 }
 
 async fn connect_node(addr: SocketAddr, bind: Option<IpAddr>) -> std::io::Result<TcpStream> {

@@ -227,7 +227,8 @@ impl Trunk {
                     stream,
                     destination,
                     source,
-                } => self.on_stream_opened(g, stream, destination, source),
+                    blast,
+                } => self.on_stream_opened(g, stream, destination, source, blast),
                 Event::StreamAccepted { stream } => {
                     if let Some(s) = g.streams.get(&stream) {
                         s.accepted.store(true, Ordering::Release);
@@ -346,6 +347,7 @@ impl Trunk {
         stream: StreamId,
         destination: SocketAddr,
         source: SocketAddr,
+        request: Option<wanproto::BlastRequest>,
     ) {
         let relay = &self.relay;
         let refuse = |g: &mut TrunkInner, reason: Reason, why: &str| {
@@ -377,13 +379,18 @@ impl Trunk {
             "wanrelay_streams_opened_total",
             &[("peer", self.peer_name()), ("trunk", &slot), ("side", "in")],
         );
-        debug!(trunk = self.id, stream, %destination, %source, "stream opened by peer: connecting");
+        debug!(trunk = self.id, stream, %destination, %source, blast_request = request.is_some(),
+               "stream opened by peer: connecting");
+        // The data this relay sends back follows its own policy for the
+        // opener's relay.
+        let blasts = crate::rbudp::stream_policy(self, g, stream, request, "in");
         tokio::spawn(stream::deliver(
             self.clone(),
             stream,
             shared,
             destination,
             source,
+            blasts,
         ));
     }
 

@@ -425,3 +425,182 @@ async fn a_destination_reset_during_bulk_frees_every_blast() {
             > 0.0
     );
 }
+
+const RBUDP_REQUESTED: &str = "transport = \"rbudp\"\nrate = \"400Mbit\"\npayload = 1472\nwindow = \"4MiB\"\ntest_drop = 0.03\nrbudp_streams = \"requested\"\n";
+
+async fn wait_rbudp_up(w: &World) {
+    for (relay, peer) in [(&w.a, "b0"), (w.b(), "a0")] {
+        let line = format!("wanrelay_rbudp_up{{peer=\"{peer}\",trunk=\"0\"}} 1");
+        assert!(
+            relay.wait_metric(&line, Duration::from_secs(5)).await,
+            "{}",
+            relay.log_text()
+        );
+    }
+}
+
+/// `wanrelay_rbudp_stream_bytes_total` of `relay` towards `peer`:
+/// (to_wan, from_wan).
+async fn blasted_bytes(relay: &RelayProc, peer: &str) -> (f64, f64) {
+    let page = relay.scrape().await;
+    let m = |d: &str| {
+        metric(
+            &page,
+            &format!("wanrelay_rbudp_stream_bytes_total{{peer=\"{peer}\",direction=\"{d}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    (m("to_wan"), m("from_wan"))
+}
+
+async fn requests(relay: &RelayProc, peer: &str, side: &str, outcome: &str) -> f64 {
+    metric(
+        &relay.scrape().await,
+        &format!(
+            "wanrelay_rbudp_requests_total{{peer=\"{peer}\",side=\"{side}\",outcome=\"{outcome}\"}}"
+        ),
+    )
+    .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_requested_streams_only_connections_that_ask_are_blasted_both_ways() {
+    let w = world(WorldOptions {
+        rbudp: RBUDP_REQUESTED,
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    wait_rbudp_up(&w).await;
+    let dest = Dest::new("127.0.2.1").await;
+    // A connection whose ranks asked: blasted both ways, despite 3 % loss.
+    let c = open_ok_with_blast(w.a.inside, "127.0.1.1", dest.addr, 50_000_000, 1472).await;
+    let (s, _) = dest.accept().await;
+    const N: usize = 30 * 1000 * 1000;
+    let secs = exchange(c, s, N).await;
+    println!("30 MB each way, requested blasts, 3 % loss: {secs:.2} s");
+    for (relay, peer) in [(&w.a, "b0"), (w.b(), "a0")] {
+        let (to_wan, from_wan) = blasted_bytes(relay, peer).await;
+        assert!(
+            to_wan >= 0.8 * N as f64 && from_wan >= 0.8 * N as f64,
+            "{peer}: blasted {to_wan} out, {from_wan} in\n{}",
+            relay.scrape().await
+        );
+    }
+    assert_eq!(requests(&w.a, "b0", "out", "blasted").await, 1.0);
+    assert_eq!(requests(w.b(), "a0", "in", "blasted").await, 1.0);
+    // A plain (kind 1) connection on the same relays: nothing blasted.
+    let before = (
+        blasted_bytes(&w.a, "b0").await,
+        blasted_bytes(w.b(), "a0").await,
+    );
+    let c = open_ok(w.a.inside, "127.0.1.2", dest.addr).await;
+    let (s, _) = dest.accept().await;
+    exchange(c, s, 10_000_000).await;
+    let after = (
+        blasted_bytes(&w.a, "b0").await,
+        blasted_bytes(w.b(), "a0").await,
+    );
+    assert_eq!(before, after, "a connection without a request was blasted");
+    assert_eq!(requests(&w.a, "b0", "out", "blasted").await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_sets_the_blast_rate_and_datagram_size_within_the_peers() {
+    let w = world(WorldOptions {
+        rbudp: RBUDP,
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    wait_rbudp_up(&w).await;
+    let dest = Dest::new("127.0.2.1").await;
+    // A quarter of the peer's 400 Mbit/s, in 600-byte datagrams.
+    let rate = 50_000_000 / 4;
+    let mut c = open_ok_with_blast(w.a.inside, "127.0.1.1", dest.addr, rate, 600).await;
+    let (mut s, _) = dest.accept().await;
+    const N: usize = 10_000_000;
+    let data = pattern(5, N);
+    let d2 = data.clone();
+    let t0 = Instant::now();
+    let writer = tokio::spawn(async move {
+        c.write_all(&d2).await.unwrap();
+        c.shutdown().await.unwrap();
+        c
+    });
+    let mut got = Vec::with_capacity(N);
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut got))
+        .await
+        .expect("10 MB within 60 s")
+        .unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    drop(writer.await.unwrap());
+    assert!(got == data);
+    let page = w.a.scrape().await;
+    let m = |series: &str| metric(&page, series).unwrap_or(0.0);
+    let by_udp = m("wanrelay_rbudp_stream_bytes_total{peer=\"b0\",direction=\"to_wan\"}");
+    assert!(by_udp >= 0.8 * N as f64, "{page}");
+    // Datagrams of at most 600 bytes.
+    let datagrams = m("wanrelay_rbudp_datagrams_total{peer=\"b0\",kind=\"sent\"}");
+    let bytes = m("wanrelay_rbudp_bytes_total{peer=\"b0\",direction=\"sent\"}");
+    let mean = bytes / datagrams;
+    assert!(
+        mean <= 600.0 && mean > 550.0,
+        "mean datagram {mean:.0} bytes"
+    );
+    // The blasted bytes cannot have left faster than the requested rate
+    // (wire bytes: 28 + 24 of headers per 576 data bytes): a lower bound,
+    // robust on a loaded machine (at the peer's rate it would take 1/4).
+    let floor = 0.85 * by_udp * (600.0 + 28.0) / 576.0 / rate as f64;
+    println!("10 MB at a requested quarter rate: {secs:.2} s (at least {floor:.2} s)");
+    assert!(
+        secs >= floor,
+        "{secs:.2} s < {floor:.2} s: the requested rate was not honoured"
+    );
+    assert_eq!(requests(&w.a, "b0", "out", "blasted").await, 1.0);
+    assert_eq!(requests(w.b(), "a0", "in", "blasted").await, 1.0);
+    // A request beyond the peer's rate and payload is clamped to them
+    // (and still exact).
+    let c = open_ok_with_blast(w.a.inside, "127.0.1.2", dest.addr, u64::MAX, 9000).await;
+    let (s, _) = dest.accept().await;
+    exchange(c, s, 5_000_000).await;
+    assert_eq!(requests(&w.a, "b0", "out", "clamped").await, 1.0);
+    assert_eq!(requests(w.b(), "a0", "in", "clamped").await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_to_a_tcp_peer_goes_over_the_trunk_and_is_counted() {
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    for i in 0..2 {
+        let c = open_ok_with_blast(w.a.inside, "127.0.1.1", dest.addr, 1_000_000, 1472).await;
+        let (s, _) = dest.accept().await;
+        exchange(c, s, 5_000_000).await;
+        assert_eq!(
+            requests(&w.a, "b0", "out", "no_rbudp").await,
+            f64::from(i + 1)
+        );
+        assert_eq!(
+            requests(w.b(), "a0", "in", "no_rbudp").await,
+            f64::from(i + 1)
+        );
+    }
+    // Logged once per peer, at warn.
+    let needle = "blast requests to this peer are ignored";
+    assert!(w.a.wait_log(needle, Duration::from_secs(2)).await);
+    assert_eq!(
+        w.a.log_text().matches(needle).count(),
+        1,
+        "{}",
+        w.a.log_text()
+    );
+    let line =
+        w.a.log_text()
+            .lines()
+            .find(|l| l.contains(needle))
+            .map(str::to_owned);
+    assert!(
+        line.as_deref().is_some_and(|l| l.contains("WARN")),
+        "{line:?}"
+    );
+    assert_eq!(w.b().log_text().matches(needle).count(), 1);
+}

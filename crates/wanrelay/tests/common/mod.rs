@@ -414,6 +414,42 @@ pub async fn connect_via(
     s
 }
 
+/// Connects from `src_ip` to relay `inside` asking for `dst` with a
+/// kind-3 connect preamble (a blast request for `rate` bytes/s and
+/// `payload`-byte datagrams), its 64 bytes written by hand from
+/// docs/wanproto.md, and expects an ok reply.
+pub async fn open_ok_with_blast(
+    inside: SocketAddr,
+    src_ip: &str,
+    dst: SocketAddr,
+    rate: u64,
+    payload: u16,
+) -> TcpStream {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(ip(src_ip), 0)).unwrap();
+    let mut s = sock.connect(inside).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let src = s.local_addr().unwrap();
+    let (IpAddr::V4(d), IpAddr::V4(a)) = (dst.ip(), src.ip()) else {
+        panic!("IPv4 only");
+    };
+    let mut msg = vec![0x57, 0x53, 0x48, 0x50, 1, 3, 0, 0, 4, 4];
+    msg.extend_from_slice(&dst.port().to_be_bytes());
+    msg.extend_from_slice(&src.port().to_be_bytes());
+    msg.extend_from_slice(&[0, 0]);
+    msg.extend_from_slice(&d.octets());
+    msg.extend_from_slice(&[0; 12]);
+    msg.extend_from_slice(&a.octets());
+    msg.extend_from_slice(&[0; 12]);
+    msg.extend_from_slice(&rate.to_be_bytes());
+    msg.extend_from_slice(&payload.to_be_bytes());
+    msg.extend_from_slice(&[0; 6]);
+    assert_eq!(msg.len(), 64);
+    s.write_all(&msg).await.unwrap();
+    assert_eq!(read_reply(&mut s).await, Reply::Ok);
+    s
+}
+
 pub async fn read_reply(s: &mut TcpStream) -> Reply {
     let mut r = [0u8; 4];
     tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut r))
