@@ -84,10 +84,16 @@ fn main() -> ExitCode {
     if let Some(w) = key_warning {
         warn!("{w}");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `threads = 1` (the default): one thread runs every task, so a byte
+    // crossing the relay never waits for a wake-up on another thread.
+    let mut builder = if config.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(config.threads);
+        b
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             error!(error = %e, "cannot start the runtime");
