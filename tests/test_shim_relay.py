@@ -150,14 +150,18 @@ class FakeRelay:
         with conn:
             try:
                 head = recv_exactly(conn, 48)
-                dst, src = decode(head, (1, 3))
-                # kind 3: a blast request follows (rate u64, payload u16, 6 reserved bytes)
-                blast = struct.unpack("!QH6x", recv_exactly(conn, 16)) if head[5] == 3 else None
+                dst, src = decode(head, (1, 3, 4))
+                # kinds 3 and 4: a blast request follows (rate u64, payload u16, 6 reserved bytes)
+                blast = struct.unpack("!QH6x", recv_exactly(conn, 16)) if head[5] in (3, 4) else None
             except (ConnectionError, AssertionError, struct.error):
                 return
-            self.seen.append({"relay": index, "destination": dst, "source": src, "peer": peer, "blast": blast})
+            self.seen.append({"relay": index, "destination": dst, "source": src, "peer": peer, "blast": blast,
+                              "kind": head[5]})
             if src[0] != peer[0]:
                 conn.sendall(b"WR\x01\x05")          # SourceMismatch
+                return
+            if head[5] == 4:                        # an open connection's update: just the reply
+                conn.sendall(b"WR\x01\x00")
                 return
             if self.silent:
                 self.stopping.wait(30)
@@ -281,6 +285,20 @@ def test_blast_request_replaced_and_withdrawn():
                    "pair", SOURCE, "127.0.1.5", "blocking", "addr", "10", relays=relay.endpoints)
         blasts = [r["blast"] for r in relay.seen]
     assert blasts == [(1000000, 9000), None]
+
+
+def test_blast_request_switches_an_open_connection_through_its_relay():
+    with FakeRelay() as relay:
+        done = relaycheck("pair", SOURCE, "127.0.1.5", "blocking", "addr", "100000", relays=relay.endpoints,
+                          env={"RELAYCHECK_BLAST_OPEN": "25000000 1452"})
+        connect, update = relay.seen
+        relay_ip, relay_port = relay.endpoints.split(":")
+    assert "blast-request 0" in done.stdout and " ok 100000" in done.stdout     # switched, bytes intact
+    assert connect["kind"] == 1 and connect["blast"] is None
+    # kind 4 from the node's address, naming the open connection by its two ends
+    assert update["kind"] == 4 and update["blast"] == (25000000, 1452)
+    assert update["destination"] == (relay_ip, int(relay_port)) and update["source"] == connect["source"]
+    assert update["peer"][0] == SOURCE
 
 
 @pytest.mark.parametrize("args, relaying, expected", [

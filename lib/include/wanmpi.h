@@ -41,14 +41,14 @@ int wanmpi_set_senders(MPI_Comm comm, int n);
 
 /* Reliable blast UDP between a pair of ranks (MPICH-G2's
  * MPICHX_UDPSOCKET_PARAMETERS; docs/libwanmpi.md, "Blast transport"). Both
- * ranks of the pair put it, naming each other, before their first message:
+ * ranks of the pair put it, naming each other:
  *   struct wanmpi_udp_params up = { .partner_rank = me ? 0 : 1,
  *                                   .payload_size = 1452, .rate_mbps = 1000.0 };
  *   MPI_Comm_set_attr(MPI_COMM_WORLD, WANMPI_UDP_PARAMS, &up);
- * From then on the TCP connections this rank opens to the partner's node go
- * through the relays with their bulk data (reads of 256 KiB and more) blasted
- * over UDP at rate_mbps (Mbit/s on the wire) in datagrams of payload_size
- * bytes (64..65507), both ways, as far as the relays allow. One partner per
+ * From then on the TCP connections between this rank and the partner's node
+ * (open ones too) go through the relays with their bulk data (reads of 256
+ * KiB and more) blasted over UDP at rate_mbps (Mbit/s on the wire) in
+ * datagrams of payload_size bytes (64..65507), as far as the relays allow. One partner per
  * communicator (a second put replaces the first; use a duplicate for
  * another partner); MPI_Comm_delete_attr or freeing the communicator
  * withdraws it. Get returns a pointer to the values put. Needs `wanmpi run`

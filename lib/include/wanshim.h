@@ -75,20 +75,24 @@ uint64_t wanshim_local_rate(void);
 int wanshim_set_peer_rate(const struct sockaddr *peer, socklen_t len, uint64_t bytes_per_s);
 
 /* Blast request (RBUDP through the relays; docs/libwanshim.md, "Blast
- * requests"): TCP connections this process connects to the host of `peer`
- * (IPv4 or IPv6; the port is ignored) from now on ask the relays to carry
- * their bulk data, both ways, as RBUDP blasts at `bytes_per_s` (bytes/s on
- * the wire, IP headers included) with UDP datagrams of `payload` bytes
- * (64..65507), as far as the relays allow (they clamp to their configured
- * rate and payload, or keep the connection on TCP when their link is not
- * set up for RBUDP). Connections already open keep their transport. A
- * second request for the same host replaces the first; bytes_per_s 0
- * withdraws it. Returns the number of relayed connections to or from that
- * host already open (>= 0), or -1 with errno EINVAL (not an IP address, or
- * payload out of range), EOPNOTSUPP (this process does not relay: no
- * WANMPI_RELAYS, so nothing can blast), ENOSPC (1024 hosts requested
- * already) or ENOSYS (shim disabled). libwanmpi's WANMPI_UDP_PARAMS
- * attribute calls it. */
+ * requests"): the TCP connections of this process to or from the host of
+ * `peer` (IPv4 or IPv6; the port is ignored) ask the relays to carry the
+ * bulk data this process sends on them as RBUDP blasts at `bytes_per_s`
+ * (bytes/s on the wire, IP headers included) with UDP datagrams of `payload`
+ * bytes (64..65507), as far as the relays allow (they clamp to their
+ * configured rate and payload, or keep the connection on TCP when their link
+ * is not set up for RBUDP). Connections connected later carry the request in
+ * their connect preamble (then both directions blast); connections already
+ * open, connected or accepted, are switched at once, each by the relay at
+ * its other end (that relay's direction only: the partner's own request
+ * switches the other). A second request for the same host replaces the
+ * first; bytes_per_s 0 withdraws it. Returns the number of open
+ * connections to or from that host that could not be switched (0 normally;
+ * the first failure is printed on stderr), or -1 with errno EINVAL (not an
+ * IP address, or payload out of range), EOPNOTSUPP (this process does not
+ * relay: no WANMPI_RELAYS, so nothing can blast), ENOSPC (1024 hosts
+ * requested already) or ENOSYS (shim disabled). libwanmpi's
+ * WANMPI_UDP_PARAMS attribute calls it. */
 int wanshim_request_blast(const struct sockaddr *peer, socklen_t len, uint64_t bytes_per_s,
                           unsigned payload);
 

@@ -13,7 +13,9 @@
  *        Open MPI and MPICH do) with a MODE (blocking | nonblocking) connect,
  *        accept with ACCEPT (addr: accept(fd, addr, len); null: accept(fd,
  *        NULL, NULL) then getpeername, as MPICH; accept4: non-blocking
- *        accept4), exchange BYTES each way (default 1 MiB) with half-close
+ *        accept4), exchange BYTES each way (default 1 MiB) with half-close;
+ *        with RELAYCHECK_BLAST_OPEN="RATE PAYLOAD", a blast request for IP
+ *        once the connection is open (as `blast` below) before the exchange
  *   relaycheck connect SRC IP PORT MODE      one connect; its result, SO_ERROR,
  *                                            getpeername and a second connect
  *   relaycheck accept IP PORT N LISTENER ACCEPT
@@ -330,6 +332,8 @@ static int accept_one(int l, const char *how, const char *key)
     return a;
 }
 
+static int request_blast(char **argv);
+
 static int pair(int argc, char **argv)
 {
     const char *source = argv[2], *mode = argv[4], *how = argv[5];
@@ -360,6 +364,13 @@ static int pair(int argc, char **argv)
         print_name("local", ip, s, 0);
         print_name("peer", ip, s, 1);
         int a = failed ? -1 : accept_one(l, how, ip);
+        const char *open_blast = getenv("RELAYCHECK_BLAST_OPEN");      /* "RATE PAYLOAD" */
+        if (a >= 0 && open_blast) {         /* a request while the connection is open */
+            char rate[32], payload[16];
+            char *args[] = { ip, rate, payload };
+            if (sscanf(open_blast, "%31s %15s", rate, payload) == 2)
+                request_blast(args);
+        }
         if (a >= 0) {
             exchange(ip, s, a, bytes);
             close(a);

@@ -16,8 +16,9 @@
  * partner not a rank of the communicator or the caller itself (MPI_ERR_RANK
  * class), payload or rate out of range or a NULL pointer (MPI_ERR_ARG), the
  * partner's node unknown (MPI_ERR_OTHER). What cannot take effect (no shim,
- * no relays, connections to the partner already open) is a warning on
- * stderr: the put succeeds, the program runs as before over TCP. */
+ * no relays, open connections the relays could not switch) is a warning on
+ * stderr: the put succeeds, the program runs as before over TCP. Open
+ * connections are switched by the shim (kind-4 preambles to their relays). */
 #define _GNU_SOURCE
 #include "udp_params.h"
 
@@ -236,7 +237,7 @@ int wm_udp_put(MPI_Comm comm, const void *attribute_val)
     actives = a;
     wanshim_request_blast_fn *request = shim_request();
     errno = 0;
-    int open = request ? request((struct sockaddr *)&a->node, a->node_len, bytes_per_s(up->rate_mbps),
+    int stay = request ? request((struct sockaddr *)&a->node, a->node_len, bytes_per_s(up->rate_mbps),
                                  (unsigned)up->payload_size)
                        : (errno = ENOSYS, -1);
     int err = errno;
@@ -246,17 +247,17 @@ int wm_udp_put(MPI_Comm comm, const void *attribute_val)
                                      ? (void *)&((struct sockaddr_in *)&a->node)->sin_addr
                                      : (void *)&((struct sockaddr_in6 *)&a->node)->sin6_addr,
               where, sizeof where);
-    if (open < 0 && err == EOPNOTSUPP)
+    if (stay < 0 && err == EOPNOTSUPP)
         fprintf(stderr, "wanmpi: WANMPI_UDP_PARAMS for partner %d (%s) kept but not applied: this job's "
                         "connections do not go through relays, which carry the blasts (a topology with "
                         "`relays`, see docs/libwanmpi.md)\n", up->partner_rank, where);
-    else if (open < 0)
+    else if (stay < 0)
         fprintf(stderr, "wanmpi: WANMPI_UDP_PARAMS for partner %d (%s) kept but not applied: %s\n",
                 up->partner_rank, where,
                 err == ENOSYS ? "libwanshim is not loaded or is disabled" : strerror(err));
-    else if (open > 0)
-        fprintf(stderr, "wanmpi: WANMPI_UDP_PARAMS for partner %d (%s): %d connection(s) to or from that node "
-                        "are already open and stay on TCP; put the attribute before the first message "
-                        "to the partner\n", up->partner_rank, where, open);
+    else if (stay > 0)
+        fprintf(stderr, "wanmpi: WANMPI_UDP_PARAMS for partner %d (%s): %d open connection(s) to or from that "
+                        "node could not be switched to blasts and stay on TCP (libwanshim said why)\n",
+                up->partner_rank, where, stay);
     return MPI_SUCCESS;
 }

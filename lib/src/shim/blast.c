@@ -1,8 +1,10 @@
 /* Blast requests (wanshim_request_blast, docs/libwanshim.md "Blast
  * requests"): per destination host, connects relayed from now on ask the
  * relays to carry the connection's bulk data by RBUDP at a given rate and
- * UDP payload (connect preamble kind 3, docs/wanproto.md). relay.c's
- * handshake asks ws_blast_lookup which preamble to send.
+ * UDP payload (connect preamble kind 3, docs/wanproto.md), and the relays
+ * of connections already open switch them (preamble kind 4, sent by
+ * relay.c's ws_relay_upgrade_host). relay.c's connect asks ws_blast_lookup
+ * which preamble to send.
  *
  * The table is small and bounded (a process has few partners: libwanmpi's
  * WANMPI_UDP_PARAMS attribute names one per communicator); lookups take the
@@ -105,6 +107,7 @@ WS_EXPORT int wanshim_request_blast(const struct sockaddr *peer, socklen_t len, 
     ws_format_address(peer, len, where, sizeof where);
     WS_DEBUG(1, "blast request for %s: %llu B/s, payload %u", where, (unsigned long long)bytes_per_s,
              payload);
+    int stay = ws_relay_upgrade_host(host, n, bytes_per_s, payload);
     errno = saved;
-    return ws_relay_count_host(host, n);
+    return stay;
 }

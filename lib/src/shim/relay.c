@@ -70,6 +70,7 @@ static struct source *sources;
 static int nsource;
 static int timeout_ms = DEFAULT_TIMEOUT_MS;
 static int by_hash;                 /* WANMPI_RELAY_SELECT=hash: wanproto's host hash, not the address */
+static int upgrade_reported;        /* a failed blast update was printed (once per process) */
 
 struct relayed {
     dev_t dev;
@@ -399,21 +400,6 @@ int ws_relaying(void)
     return nrelay > 0;
 }
 
-int ws_relay_count_host(const uint8_t *host, size_t n)
-{
-    int found = 0;
-    pthread_mutex_lock(&lock);
-    for (int fd = 0; fd < table_size; fd++) {
-        uint8_t peer[16];
-        struct relayed *e = lookup(fd);
-        if (e && !e->error && ws_host_bytes((struct sockaddr *)&e->peer, e->peer_len, peer) == n
-            && !memcmp(peer, host, n))
-            found++;
-    }
-    pthread_mutex_unlock(&lock);
-    return found;
-}
-
 int ws_relay_take_error(int fd, int *err)
 {
     if (__atomic_load_n(&used_count, __ATOMIC_ACQUIRE) == 0)
@@ -606,10 +592,14 @@ static const char *stage_names[] = {
     "connect()", "connecting", "sending the preamble", "waiting for the reply", "refused",
 };
 
-/* The relay handshake on `fd` (non-blocking now): 0 or an errno; `*stage`
- * says where it stopped, `*reason` the relay's reason code if it refused. */
-static int handshake(int fd, const struct sockaddr *relay, socklen_t rlen, const struct sockaddr *dst,
-                     socklen_t dlen, long long deadline, enum stage *stage, int *reason)
+/* The relay handshake on `fd` (non-blocking now): a preamble of `kind` for
+ * `dst` from `src` (NULL: the socket's own address once connected) with the
+ * 16-byte extension `ext` (kinds 3 and 4), then the relay's reply. 0 or an
+ * errno; `*stage` says where it stopped, `*reason` the relay's reason code
+ * if it refused. */
+static int handshake(int fd, const struct sockaddr *relay, socklen_t rlen, int kind, const struct sockaddr *dst,
+                     socklen_t dlen, const struct sockaddr *src, socklen_t slen, const uint8_t *ext,
+                     long long deadline, enum stage *stage, int *reason)
 {
     *stage = CONNECTING_NOW;
     if (ws_real_connect(fd, relay, rlen) != 0) {
@@ -626,22 +616,21 @@ static int handshake(int fd, const struct sockaddr *relay, socklen_t rlen, const
             return err;
     }
     *stage = PREAMBLE;
-    struct sockaddr_storage src;
-    socklen_t slen = sizeof src;
+    struct sockaddr_storage own;
+    if (!src) {
+        slen = sizeof own;
+        if (getsockname(fd, (struct sockaddr *)&own, &slen) != 0)
+            return errno;
+        src = (struct sockaddr *)&own;
+    }
     uint8_t preamble[WS_PREAMBLE_BLAST_LEN];
-    size_t plen = WS_PREAMBLE_LEN;
-    uint64_t rate;
-    unsigned payload;
-    int blast = ws_blast_lookup(dst, dlen, &rate, &payload);
-    if (getsockname(fd, (struct sockaddr *)&src, &slen) != 0)
-        return errno;
-    if (ws_preamble_encode(preamble, blast ? WS_KIND_CONNECT_BLAST : WS_KIND_CONNECT, dst, dlen,
-                           (struct sockaddr *)&src, slen) != 0)
+    if (ws_preamble_encode(preamble, kind, dst, dlen, src, slen) != 0)
         return EINVAL;
-    if (blast && ws_blast_extension_encode(preamble + WS_PREAMBLE_LEN, rate, payload) == 0)
+    size_t plen = WS_PREAMBLE_LEN;
+    if (ext) {
+        memcpy(preamble + WS_PREAMBLE_LEN, ext, WS_BLAST_EXT_LEN);
         plen = WS_PREAMBLE_BLAST_LEN;
-    else
-        preamble[5] = WS_KIND_CONNECT;
+    }
     int err = write_all(fd, preamble, plen, deadline);
     if (err)
         return err;
@@ -702,7 +691,12 @@ int ws_relay_connect(int fd, const struct sockaddr *addr, socklen_t len, int *re
     long long start = now_ms();
     enum stage stage;
     int reason = 0;
-    err = handshake(fd, (struct sockaddr *)&relay, rlen, addr, len, start + timeout_ms, &stage, &reason);
+    uint64_t rate;
+    unsigned payload;
+    uint8_t ext[WS_BLAST_EXT_LEN];
+    int blast = ws_blast_lookup(addr, len, &rate, &payload) && ws_blast_extension_encode(ext, rate, payload) == 0;
+    err = handshake(fd, (struct sockaddr *)&relay, rlen, blast ? WS_KIND_CONNECT_BLAST : WS_KIND_CONNECT, addr,
+                    len, NULL, 0, blast ? ext : NULL, start + timeout_ms, &stage, &reason);
     if (!nonblocking) {
         /* A connect that completed while non-blocking leaves the socket
          * "connecting" until connect is called again (then 0, later EISCONN);
@@ -715,9 +709,7 @@ int ws_relay_connect(int fd, const struct sockaddr *addr, socklen_t len, int *re
 
     if (err == 0) {
         remember(fd, addr, len, 0);
-        uint64_t rate;
-        unsigned payload;
-        if (ws_blast_lookup(addr, len, &rate, &payload))
+        if (blast)
             WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms, blast requested at %llu B/s, "
                      "payload %u", fd, where, k, relays[k].text, took, (unsigned long long)rate, payload);
         else
@@ -840,4 +832,101 @@ int ws_relay_accepted(int fd, struct sockaddr *addr, socklen_t *len, socklen_t r
     }
     errno = saved;
     return 1;
+}
+
+/* ---- blast requests for open connections ---- */
+
+/* The relay whose inside address is `host` (connections it delivered come
+ * from there), or -1. */
+static int relay_of_host(const struct sockaddr *sa, socklen_t len)
+{
+    uint8_t host[16];
+    size_t n = ws_host_bytes(sa, len, host);
+    for (int k = 0; n && k < nrelay; k++)
+        if (relays[k].host_len == n && !memcmp(relays[k].host, host, n))
+            return k;
+    return -1;
+}
+
+/* Sends a kind-4 preamble for one open connection: `node` and `far` are its
+ * two ends (this socket's address, the relay's). 0 or an errno. */
+static int upgrade_one(const struct sockaddr *node, socklen_t nlen, const struct sockaddr *far, socklen_t flen,
+                       const uint8_t ext[WS_BLAST_EXT_LEN], int *reason)
+{
+    int k = relay_of_host(far, flen);
+    if (k < 0)
+        return EHOSTUNREACH;            /* a relay this process does not know (WANMPI_RELAY_SOURCES) */
+    struct sockaddr_storage relay;
+    socklen_t rlen;
+    if (relay_address(k, node->sa_family, &relay, &rlen) != 0)
+        return EAFNOSUPPORT;
+    int fd = socket(node->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return errno;
+    /* from the node's address: the relay checks the control connection's
+     * address against the connection it names */
+    struct sockaddr_storage from;
+    memcpy(&from, node, nlen);
+    if (from.ss_family == AF_INET)
+        ((struct sockaddr_in *)&from)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)&from)->sin6_port = 0;
+    int err = 0;
+    enum stage stage;
+    if (bind(fd, (struct sockaddr *)&from, nlen) != 0)
+        err = errno;
+    else
+        err = handshake(fd, (struct sockaddr *)&relay, rlen, WS_KIND_UPDATE_BLAST, far, flen, node, nlen, ext,
+                        now_ms() + timeout_ms, &stage, reason);
+    ws_real_close(fd);
+    return err;
+}
+
+int ws_relay_upgrade_host(const uint8_t *host, size_t n, uint64_t rate, unsigned payload)
+{
+    uint8_t ext[WS_BLAST_EXT_LEN] = { 0 };     /* rate 0, payload 0: withdraw */
+    if (rate && ws_blast_extension_encode(ext, rate, payload) != 0)
+        return 0;
+    int *fds = NULL, count = 0, failed = 0;
+    pthread_mutex_lock(&lock);
+    for (int fd = 0; fd < table_size; fd++) {
+        uint8_t peer[16];
+        struct relayed *e = lookup(fd);
+        if (e && !e->error && ws_host_bytes((struct sockaddr *)&e->peer, e->peer_len, peer) == n
+            && !memcmp(peer, host, n)) {
+            int *more = realloc(fds, (size_t)(count + 1) * sizeof *fds);
+            if (!more) {
+                failed++;
+                continue;
+            }
+            fds = more;
+            fds[count++] = fd;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < count; i++) {
+        struct sockaddr_storage node, far;
+        socklen_t nlen = sizeof node, flen = sizeof far;
+        int reason = 0, err;
+        if (getsockname(fds[i], (struct sockaddr *)&node, &nlen) != 0
+            || ws_real_getpeername(fds[i], (struct sockaddr *)&far, &flen) != 0)
+            err = errno;
+        else
+            err = upgrade_one((struct sockaddr *)&node, nlen, (struct sockaddr *)&far, flen, ext, &reason);
+        if (err) {
+            failed++;
+            char where[80];
+            ws_format_address((struct sockaddr *)&far, flen, where, sizeof where);
+            if (!__atomic_exchange_n(&upgrade_reported, 1, __ATOMIC_RELAXED))
+                ws_log("an open connection (fd %d, relay side %s) could not be switched %s blasts: %s%s%s; it "
+                       "keeps its transport", fds[i], where, rate ? "to" : "off", strerror(err),
+                       reason > 0 ? ", relay reason " : "", reason > 0 ? ws_reason_name(reason) : "");
+            else
+                WS_DEBUG(1, "fd %d (relay side %s): blast update failed: %s", fds[i], where, strerror(err));
+        } else {
+            WS_DEBUG(1, "fd %d: blasts %s for the open connection", fds[i], rate ? "requested" : "withdrawn");
+        }
+    }
+    free(fds);
+    return failed;
 }

@@ -21,6 +21,7 @@
 #define WS_KIND_CONNECT 1           /* shim -> local relay */
 #define WS_KIND_DELIVER 2           /* far relay -> destination */
 #define WS_KIND_CONNECT_BLAST 3     /* shim -> local relay, with a blast request */
+#define WS_KIND_UPDATE_BLAST 4      /* shim -> local relay: blast request for an open connection */
 #define WS_BLAST_EXT_LEN 16         /* kind 3: rate (8), payload (2), reserved (6) */
 #define WS_PREAMBLE_BLAST_LEN (WS_PREAMBLE_LEN + WS_BLAST_EXT_LEN)
 #define WS_MIN_DATAGRAM 64          /* wanproto::rbudp::MIN_DATAGRAM ..= MAX_DATAGRAM */
@@ -75,8 +76,11 @@ void ws_blast_atfork_release(void);
 /* ---- relay.c ---- */
 /* Whether connects to other clusters go through relays (WANMPI_RELAYS). */
 int ws_relaying(void);
-/* Open relayed connections (connected or accepted) whose peer is `host`. */
-int ws_relay_count_host(const uint8_t *host, size_t n);
+/* Sends a blast request (rate 0: withdraw) for every open relayed
+ * connection (connected or accepted) whose peer is `host` to the relay at
+ * its other end (preamble kind 4). Returns how many could not be switched
+ * (the first failure is printed). */
+int ws_relay_upgrade_host(const uint8_t *host, size_t n, uint64_t rate, unsigned payload);
 /* Reads WANMPI_RELAYS, WANMPI_RELAY_SOURCES and WANMPI_RELAY_TIMEOUT
  * (called by ws_init once the cluster map is loaded). A bad value is
  * reported on stderr and turns relaying off, nothing else. */
