@@ -92,3 +92,37 @@ def test_wanrelay_accepts_every_generated_config(tmp_path):
         f.write_text(json.dumps(relays.config(t, relay, key)))
         done = subprocess.run([str(paths.WANRELAY), "--config", str(f), "--check"], capture_output=True, text=True)
         assert done.returncode == 0, (relay.name, done.stdout + done.stderr)
+
+
+def test_rbudp_relays_get_udp_and_the_blast_settings(tmp_path):
+    """`transport = "rbudp"`: every peer blasts at the topology's rate per pair,
+    with its payload and stream choice; the configs pass wanrelay --check."""
+    t = topo.load("tests/topologies/rbudp-requested.toml")
+    key = tmp_path / "psk"
+    key.write_text("k" * 32)
+    key.chmod(0o600)
+    for relay in t.relays:
+        c = relays.config(t, relay, key)
+        assert c["outside"]["udp_listen"] == relay.outside_endpoint
+        (peer,) = c["peer"]
+        assert (peer["transport"], peer["rate"], peer["payload"], peer["rbudp_streams"]) == \
+            ("rbudp", "80000000bit", 1472, "requested")
+        f = tmp_path / f"{relay.name}.json"
+        f.write_text(json.dumps(c))
+        done = subprocess.run([str(paths.WANRELAY), "--config", str(f), "--check"], capture_output=True, text=True)
+        assert done.returncode == 0, (relay.name, done.stdout + done.stderr)
+    # a TCP topology gets none of it
+    plain = relays.config(topo.loads(THREE), topo.loads(THREE).relays[0], key)
+    assert "udp_listen" not in plain["outside"] and all("transport" not in p for p in plain["peer"])
+
+
+def test_rbudp_rate_beyond_the_wan_path_is_refused(tmp_path):
+    # two relay pairs at 60 Mbit/s each cannot fit a 100 Mbit/s WAN: blasts never back off
+    t = topo.loads('[[cluster]]\nname = "a"\nrelays = 2\n[[cluster]]\nname = "b"\nrelays = 2\n'
+                   '[wan]\nrate = "100Mbit"\n[relay]\ntransport = "rbudp"\nrbudp_rate = "60Mbit"\n')
+    try:
+        relays.config(t, t.relays[0], tmp_path / "psk")
+    except relays.RelayError as e:
+        assert "rbudp_rate 60 Mbit/s per relay pair x 2 pair(s)" in str(e) and "lower rbudp_rate" in str(e)
+    else:
+        raise AssertionError("a 120 Mbit/s blast total on a 100 Mbit/s WAN was accepted")

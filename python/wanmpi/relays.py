@@ -31,10 +31,18 @@ from . import net, paths
 from .topo import Relay, Topology
 
 METRICS_PORT = 9464
-LAST_LOGS = paths.STATE_DIR / "relay-logs"       # the logs of the last job's relays
+LAST_LOGS = paths.STATE_DIR / "relay-logs"       # the last job's relays: <name>.log, <name>.metrics
 START_TIMEOUT_S = 15.0          # every trunk authenticated within this
 PACING_SHARE = 0.95             # "auto" pacing: this share of the bottleneck
+# Relay nodes stand for machines of their own; on the testbed their processes
+# share two cores with the ranks, the launchers and the emulator. Real-time
+# priority 1 (below the emulator's 50, ARCHITECTURE.md "Testbed fidelity")
+# keeps a relay from waiting behind them. Measured at 0 ms, 3 alternating
+# runs each, median latency added per relay: MPICH 28.1 -> 17.0 us, Open MPI
+# 17.5 -> 17.6 us (docs/benchmarks.md, "Relays against direct connections").
+RELAY_PRIORITY = ["chrt", "-f", "1"]
 TRUNK_UP = re.compile(r'^wanrelay_trunk_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
+RBUDP_UP = re.compile(r'^wanrelay_rbudp_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
 
 
 class RelayError(RuntimeError):
@@ -77,9 +85,23 @@ def pacing_bps(topo: Topology, x: Relay, y: Relay) -> int | None:
     return int(bottleneck * PACING_SHARE)
 
 
+def check_rbudp_rate(topo: Topology, x: Relay, y: Relay) -> None:
+    """The blasts of every relay pair between two clusters together must fit
+    the WAN path between them and the relays' NICs: RBUDP does not back off."""
+    s = topo.relay
+    sharing = sum(1 for p in pairs(topo) if {p[0].cluster, p[1].cluster} == {x.cluster, y.cluster})
+    path = path_rate(topo, x.cluster, y.cluster)
+    if s.rbudp_rate_bps * sharing > path or s.rbudp_rate_bps > min(x.nic_bps, y.nic_bps):
+        raise RelayError(f"{topo.source}: [relay] rbudp_rate {s.rbudp_rate_bps / 1e6:g} Mbit/s per relay pair "
+                         f"x {sharing} pair(s) between clusters {x.cluster} and {y.cluster} exceeds the WAN path "
+                         f"({path / 1e6:g} Mbit/s) or a relay NIC ({min(x.nic_bps, y.nic_bps) / 1e6:g} Mbit/s): "
+                         "blasts would overflow the link; lower rbudp_rate")
+
+
 def config(topo: Topology, relay: Relay, key_file: Path) -> dict:
     """wanrelay's configuration (docs/wanrelay.md) for one relay node."""
     cluster = topo.cluster(relay.cluster)
+    rbudp = topo.relay.transport == "rbudp"
     peers = []
     for x, y in pairs(topo):
         if relay not in (x, y):
@@ -91,13 +113,18 @@ def config(topo: Topology, relay: Relay, key_file: Path) -> dict:
         rate = pacing_bps(topo, relay, peer)
         if rate:
             entry["pacing_rate"] = f"{rate}bit"
+        if rbudp:
+            check_rbudp_rate(topo, relay, peer)
+            entry.update(transport="rbudp", rate=f"{topo.relay.rbudp_rate_bps}bit",
+                         payload=topo.relay.rbudp_payload, rbudp_streams=topo.relay.rbudp_streams)
         peers.append(entry)
     return {
         "name": relay.name, "cluster": relay.cluster, "key_file": str(key_file),
         "log_level": "info",
         "inside": {"listen": [relay.inside_endpoint], "members": [f"{n.address}/32" for n in cluster.nodes],
                    "bind": relay.inside},
-        "outside": {"listen": [relay.outside_endpoint], "bind": relay.outside},
+        "outside": {"listen": [relay.outside_endpoint], "bind": relay.outside,
+                    **({"udp_listen": relay.outside_endpoint} if rbudp else {})},
         "metrics": {"listen": f"127.0.0.1:{METRICS_PORT}"},
         "peer": peers,
     }
@@ -156,7 +183,8 @@ class RelaySet:
             conf.write_text(json.dumps(config(self.topo, relay, key), indent=1))
             log = self.dir / f"{relay.name}.log"
             with open(log, "w") as out:
-                proc = subprocess.Popen(net.in_netns(relay.netns, [str(paths.WANRELAY), "--config", str(conf)]),
+                proc = subprocess.Popen(net.in_netns(relay.netns, [*RELAY_PRIORITY, str(paths.WANRELAY),
+                                                                   "--config", str(conf)]),
                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                         start_new_session=True)
             self.running.append(Running(relay, proc, log))
@@ -168,13 +196,17 @@ class RelaySet:
             dead = self.dead()
             if dead:
                 raise RelayError(f"relay {dead[0].relay.name} exited at start: {self.tail(dead[0])}")
+            # with rbudp, also every trunk's RBUDP session: a blast request on a
+            # stream opened before it is up would stay on TCP
+            up = trunks_up if self.topo.relay.transport == "tcp" else rbudp_up
             missing = [(r, t) for r in self.running for t in sorted(expected_trunks(self.topo, r.relay))
-                       if t not in trunks_up(r.relay)]
+                       if t not in up(r.relay)]
             if not missing:
                 return
             if time.monotonic() > deadline:
                 r, (peer, k) = missing[0]
-                raise RelayError(f"relay {r.relay.name}: trunk {k} to {peer} not up after {timeout:g} s "
+                what = "trunk" if self.topo.relay.transport == "tcp" else "trunk (or its RBUDP session)"
+                raise RelayError(f"relay {r.relay.name}: {what} {k} to {peer} not up after {timeout:g} s "
                                  f"({len(missing)} trunk(s) missing); its log: {self.tail(r)}")
             time.sleep(0.1)
 
@@ -189,17 +221,25 @@ class RelaySet:
         return " | ".join(text[-lines:]) or "(empty log)"
 
     def stop(self) -> None:
+        # each relay's counters at the end of the job, kept beside its log
+        for r in self.running:
+            if r.proc.poll() is None:
+                try:
+                    (self.dir / f"{r.relay.name}.metrics").write_text(metrics(r.relay))
+                except (OSError, subprocess.SubprocessError):
+                    pass
         alive = [r.proc.pid for r in self.running if r.proc.poll() is None]
         net.kill_pids(alive, grace=6.0)         # wanrelay's own shutdown grace is 5 s
         for r in self.running:
             r.proc.wait()
         self.running = []
-        # the logs of the last job's relays stay for a look afterwards; config and key go
+        # the logs and final counters of the last job's relays stay for a look
+        # afterwards; config and key go
         shutil.rmtree(LAST_LOGS, ignore_errors=True)
         if self.dir.is_dir():
             LAST_LOGS.mkdir(parents=True)
-            for log in self.dir.glob("*.log"):
-                log.replace(LAST_LOGS / log.name)
+            for kept in [*self.dir.glob("*.log"), *self.dir.glob("*.metrics")]:
+                kept.replace(LAST_LOGS / kept.name)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -215,3 +255,10 @@ def metrics(relay: Relay) -> str:
 
 def trunks_up(relay: Relay) -> set[tuple[str, int]]:
     return {(peer, int(k)) for peer, k, up in TRUNK_UP.findall(metrics(relay)) if up == "1"}
+
+
+def rbudp_up(relay: Relay) -> set[tuple[str, int]]:
+    """Trunks whose trunk and RBUDP session are both up."""
+    text = metrics(relay)
+    trunks = {(peer, int(k)) for peer, k, up in TRUNK_UP.findall(text) if up == "1"}
+    return trunks & {(peer, int(k)) for peer, k, up in RBUDP_UP.findall(text) if up == "1"}

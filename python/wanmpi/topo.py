@@ -47,7 +47,10 @@ COLLECTIVES_DEFAULTS = {"lanes": "auto", "chunk": "32KiB", "small": "8KiB",
 PACING_MODES = ("off", "fixed", "matb")
 ALLTOALL_RATES = ("auto", "matb", "off")           # how an all-to-all is paced while it runs
 PACING_KEYS = {"mode", "rate", "senders", "alltoall", "divisor"}
-RELAY_KEYS = {"connections", "pacing"}
+RELAY_KEYS = {"connections", "pacing", "transport", "rbudp_rate", "rbudp_payload", "rbudp_streams"}
+RELAY_TRANSPORTS = ("tcp", "rbudp")
+RBUDP_STREAMS = ("all", "requested")
+UDP_IP_HEADERS = 28                 # IPv4 + UDP: the largest payload is MTU - 28
 RELAY_INSIDE_PORT = 7400            # where a relay takes its cluster's connections
 RELAY_OUTSIDE_PORT = 7401           # where it takes its peer relays' trunks
 TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing", "relay"}
@@ -208,9 +211,19 @@ class RelaySettings:
     `pacing_bps`: each relay's total rate toward one peer; None: not paced;
     "auto" (the default) resolves per pair to 95 % of the smaller of the
     relays' NIC rate and the WAN path's share per relay pair.
+
+    `transport = "rbudp"` marks the WAN between the relays dedicated: bulk
+    data may go as RBUDP blasts at `rbudp_rate_bps` per relay pair (explicit:
+    RBUDP is not TCP-friendly) in datagrams of `rbudp_payload` bytes, for
+    every connection (`rbudp_streams = "all"`) or only those whose ranks
+    asked with the WANMPI_UDP_PARAMS attribute ("requested").
     """
     connections: int = 1
     pacing: str | int = "auto"      # "auto", "off" or bits/s
+    transport: str = "tcp"
+    rbudp_rate_bps: int | None = None
+    rbudp_payload: int | None = None
+    rbudp_streams: str = "all"
 
 
 @dataclass(frozen=True)
@@ -375,15 +388,37 @@ class _Reader:
         links = self.links(raw.get("wan", {}), clusters)
         collectives = self.collectives(raw.get("collectives", {}))
         pacing = self.pacing(raw.get("pacing", {}))
-        relay = self.relay(raw.get("relay", {}), clusters)
+        relay = self.relay(raw.get("relay", {}), clusters, mtu)
         return Topology(self.source, tuple(clusters), tuple(links), mtu, collectives, text, pacing, relay)
 
-    def relay(self, raw: object, clusters: list[Cluster]) -> RelaySettings:
+    def relay(self, raw: object, clusters: list[Cluster], mtu: int) -> RelaySettings:
         settings = self.table(raw, "relay", RELAY_KEYS)
         connections = self.integer("relay.connections", settings.get("connections", 1), 1, 64)
         pacing = settings.get("pacing", "auto")
         if pacing not in ("auto", "off"):
             pacing = self.convert("relay.pacing", pacing, units.parse_rate)
+        transport = settings.get("transport", "tcp")
+        if transport not in RELAY_TRANSPORTS:
+            raise self.fail("relay.transport", f"{transport!r} is not a relay transport (choose "
+                            f"{', '.join(RELAY_TRANSPORTS)})")
+        rbudp: dict = {}
+        for key in ("rbudp_rate", "rbudp_payload", "rbudp_streams"):
+            if key in settings and transport != "rbudp":
+                raise self.fail(f"relay.{key}", f"only with transport = \"rbudp\" (transport is {transport!r})")
+        if transport == "rbudp":
+            if "rbudp_rate" not in settings:
+                raise self.fail("relay.rbudp_rate", "missing: RBUDP blasts at this rate whatever the loss (it is "
+                                "not TCP-friendly), so give the dedicated link's rate per relay pair, e.g. "
+                                "\"180Mbit\"")
+            rbudp["rbudp_rate_bps"] = self.convert("relay.rbudp_rate", settings["rbudp_rate"], units.parse_rate)
+            rbudp["rbudp_payload"] = self.integer("relay.rbudp_payload",
+                                                  settings.get("rbudp_payload", mtu - UDP_IP_HEADERS),
+                                                  64, mtu - UDP_IP_HEADERS)
+            rbudp["rbudp_streams"] = settings.get("rbudp_streams", "all")
+            if rbudp["rbudp_streams"] not in RBUDP_STREAMS:
+                raise self.fail("relay.rbudp_streams", f"{rbudp['rbudp_streams']!r}: choose \"all\" (every "
+                                "connection's bulk data) or \"requested\" (connections whose ranks put "
+                                "WANMPI_UDP_PARAMS)")
         relaying = [c for c in clusters if c.relays]
         if relaying and len(relaying) != len(clusters):
             without = [c.name for c in clusters if not c.relays]
@@ -391,7 +426,7 @@ class _Reader:
                             f"cluster(s) {', '.join(without)} have no relays but {relaying[0].name!r} has: "
                             "with relays, every cluster needs at least one (a connection is relayed at "
                             "both ends)")
-        return RelaySettings(connections, pacing)
+        return RelaySettings(connections, pacing, transport, **rbudp)
 
     def pacing(self, raw: object) -> Pacing:
         settings = self.table(raw, "pacing", PACING_KEYS)
