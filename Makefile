@@ -75,9 +75,11 @@ build/lib/libwanshim.so: $(SHIM_SOURCES) $(SHIM_HEADERS) | apt
 	@mkdir -p $(@D); $(CC) $(CFLAGS) -g -fPIC -shared -fvisibility=hidden -Ilib/include -o $@ \
 		$(SHIM_SOURCES) -ldl -lpthread -lm
 
-programs: build/tests/shimcheck build/tests/relaycheck $(foreach p,$(MPI_PROGRAMS) $(FORTRAN_PROGRAMS),build/openmpi/$(basename $(notdir $(p))) \
+programs: build/tests/shimcheck build/tests/relaycheck build/tools/tcprtt $(foreach p,$(MPI_PROGRAMS) $(FORTRAN_PROGRAMS),build/openmpi/$(basename $(notdir $(p))) \
 	build/mpich/$(basename $(notdir $(p))))
 
+build/tools/tcprtt: bench/tcprtt.c | apt
+	@mkdir -p $(@D); $(CC) $(CFLAGS) -o $@ $<
 build/tests/shimcheck: tests/programs/shimcheck.c lib/include/wanshim.h | apt
 	@mkdir -p $(@D); $(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 build/tests/relaycheck: tests/programs/relaycheck.c lib/src/shim/relay_preamble.c lib/src/shim/relay.h lib/include/wanshim.h | apt

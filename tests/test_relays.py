@@ -242,15 +242,20 @@ def test_killing_a_relay_ends_the_job_with_an_error(public, mpi):
 # ---- wanmpi bench relay ----------------------------------------------------------------------
 def test_bench_relay_measures_relayed_beside_direct(tmp_path):
     out = tmp_path / "relay.json"
-    done = wanmpi("bench", "relay", "--parts", "latency", "--mpis", "openmpi", "--delays", "0",
+    done = wanmpi("bench", "relay", "--parts", "latency,path", "--mpis", "openmpi", "--delays", "0",
                   "--json", str(out), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["format"] == "wanmpi-bench/1" and doc["bench"] == "relay"
-    assert doc["counts"] == {"cases": 2, "ok": 2, "failed": 0}
+    assert doc["counts"] == {"cases": 6, "ok": 6, "failed": 0}
     [row] = doc["summary"][0]["latency"]
     assert row["relayed_us"] > row["direct_us"] > 0 and 0 < row["bandwidth_ratio"] < 2
     assert "added per relay" in done.stdout
+    # the path part: a relayed round trip crosses two relay processes each way
+    [path] = doc["summary"][0]["path"]
+    assert path["relayed_rtt_us"] > path["direct_rtt_us"] > 0 and path["loopback_rtt_us"] > 0
+    assert path["per_relay_us"] == round((path["relayed_rtt_us"] - path["direct_rtt_us"]) / 4, 1)
+    assert "where a relay's latency goes" in done.stdout
     assert net.State.load() is None or net.State.load().topology_text != ""   # the runner put the machine back
 
 
@@ -259,6 +264,8 @@ def test_bench_relay_measures_relayed_beside_direct(tmp_path):
     (["--mpis", "lam"], "--mpis: unknown MPI 'lam'"),
     (["--relay-nic", "fast"], "--relay-nic: cannot read 'fast' as a rate"),
     (["--reps", "0"], "--reps must be at least 1"),
+    (["--flow-bytes", "lots"], "--flow-bytes: "),
+    (["--flow-bytes", "0B"], "--flow-bytes must be between 1 byte and 1 TiB"),
 ])
 def test_bench_relay_bad_arguments_are_named(args, message):
     done = wanmpi("bench", "relay", *args, timeout=60)

@@ -7,6 +7,15 @@ Parts (`--parts`, all by default):
            messages; direct vs through one relay pair (relay NICs = node
            NICs). Added latency per relay = (relayed - direct) / 2: a message
            crosses two relays.
+  path     where that latency goes, without MPI (bench/tcprtt.c: median round
+           trip of 8-byte messages over one TCP connection, a0 <-> b0):
+           direct; relayed; "forwarded" (the same relay namespaces forwarding
+           in the kernel, no process: each direction crosses one); and
+           "loopback" (two processes on one node: the cost of waking a
+           process, the floor of any user-level relay). Per relay, one way:
+           network = (forwarded - direct) / 2 per relay namespace crossed,
+           process = (relayed - direct) / 4 - network. At 0 ms only (whatever
+           --delays): microseconds are lost in the emulator's jitter at 10 ms.
   trunks   wanflow (bench/wanflow.c): every node of one cluster streams to
            its partner in the other at once; direct, and through 1, 2 and 4
            relay pairs whose NICs (`--relay-nic`, default a quarter of the
@@ -25,6 +34,7 @@ leaves the machine as it found it. Open MPI and MPICH (`--mpis`).
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import statistics
 import subprocess
@@ -32,13 +42,15 @@ import sys
 import time
 from pathlib import Path
 
-from . import launch, net, paths
+from . import launch, libwanmpi, net, paths, relays, shell
 from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, environment_summary, with_relays,
                            markdown_table, now_iso, result_document, run_job, write_json)
 from .bench_suite import KERNELS
 from .topo import Topology
 
-PARTS = ("latency", "trunks", "kernels")
+PARTS = ("latency", "path", "trunks", "kernels")
+PATH_VARIANTS = ("loopback", "direct", "forwarded", "relayed")
+PATH_PORT = 5302
 TRUNKS = (1, 2, 4)
 RELAY_KERNELS = ("bt", "cg", "lu", "mg", "sp")
 PINGPONG = ["-s", str(4 << 20), "-r", "6"]
@@ -61,6 +73,9 @@ def plan(parts: list[str], mpis: list[str], delays: list[float], reps: int, klas
                 for delay in delays:
                     for v in ("direct", "relayed"):
                         cases.append(Case("pingpong", v, mpi, delay, rep, one))
+            if "path" in parts and mpi == mpis[0]:      # no MPI: once, at 0 ms, whatever the delays
+                for v in PATH_VARIANTS:
+                    cases.append(Case("tcprtt", v, "tcp", 0.0, rep, one))
             if "trunks" in parts:
                 slow = {n: relays_spec(n, relay_nic_bps) for n in TRUNKS}
                 cases.append(Case("wanflow", "direct", mpi, max(delays), rep, slow[1],
@@ -103,7 +118,44 @@ def cross_traffic(t: Topology):
             p.wait()
 
 
+def tcprtt(t: Topology, variant: str) -> dict:
+    """One `path` measurement (see the module's doc)."""
+    a, b = t.clusters[0], t.clusters[1]
+    a0, b0, ra, rb = a.nodes[0], b.nodes[0], a.relay_nodes[0], b.relay_nodes[0]
+    program = str(paths.BUILD / "tools" / "tcprtt")
+    shim = {"LD_PRELOAD": str(libwanmpi.shim_library()), "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(t),
+            **relays.environment(t)} if variant == "relayed" else {}
+    env = ["env", *[f"{k}={v}" for k, v in shim.items()]]
+    where = (a0, "127.0.0.1") if variant == "loopback" else (b0, b0.address)
+    undo: list[list[str]] = []
+    with contextlib.ExitStack() as stack:
+        server = subprocess.Popen(net.node_command(where[0], [*env, program, "serve", where[1], str(PATH_PORT)]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        stack.callback(lambda: (server.kill(), server.wait()))
+        if not server.stdout.readline().startswith("listening"):
+            raise BenchError("tcprtt did not start its echo server")
+        if variant == "relayed":
+            relay_set = stack.enter_context(relays.RelaySet(t, "bench-path"))
+            relay_set.start()
+        elif variant == "forwarded":
+            # a0 -> a-relay0 -> router a -> WAN -> router b -> b0; back b0 -> b-relay0 -> ... -> a0
+            stack.callback(lambda: [subprocess.run(c, capture_output=True) for c in undo])
+            for node, relay, far in ((a0, ra, b), (b0, rb, a)):
+                shell.run(net.in_netns(relay.netns, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]))
+                undo.append(net.in_netns(relay.netns, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=0"]))
+                shell.run(net.node_command(node, ["ip", "route", "add", far.network, "via", relay.inside]))
+                undo.append(net.node_command(node, ["ip", "route", "del", far.network]))
+        done = subprocess.run(net.node_command(a0, [*env, program, "ping", where[1], str(PATH_PORT), "3000"]),
+                              capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise BenchError(f"tcprtt {variant}: {done.stderr.strip()[-300:]}")
+    return json.loads(done.stdout)
+
+
 def execute(case: Case, t: Topology, timeout: float) -> dict:
+    if case.kernel == "tcprtt":
+        r = tcprtt(t, case.variant)
+        return {"median_us": r["median_us"], "p10_us": r["p10_us"], "p90_us": r["p90_us"]}
     use_relays = case.variant != "direct"
     if case.kernel == "pingpong":
         a, b = t.clusters[0].nodes[0], t.clusters[1].nodes[0]
@@ -159,8 +211,20 @@ def median(rows: list[dict], key: str) -> float:
 
 def summary(records: list[Record], base: Topology, relay_nic_bps: int) -> dict:
     c = cells(records)
-    out: dict = {"latency": [], "trunks": [], "kernels": []}
+    out: dict = {"latency": [], "path": [], "trunks": [], "kernels": []}
+    for delay in sorted({k[3] for k in c if k[0] == "tcprtt"}):
+        rtt = {v: median(c[("tcprtt", v, "tcp", delay, None)], "median_us")
+               for v in PATH_VARIANTS if ("tcprtt", v, "tcp", delay, None) in c}
+        if len(rtt) == len(PATH_VARIANTS):
+            network = (rtt["forwarded"] - rtt["direct"]) / 2
+            per_relay = (rtt["relayed"] - rtt["direct"]) / 4
+            out["path"].append({"delay_ms": delay, **{f"{v}_rtt_us": rtt[v] for v in PATH_VARIANTS},
+                                "per_relay_us": round(per_relay, 1), "network_us": round(network, 1),
+                                "process_us": round(per_relay - network, 1),
+                                "wakeup_us": round(rtt["loopback"] / 2, 1)})
     for (kernel, variant, mpi, delay, cross), rows in c.items():
+        if kernel == "tcprtt":
+            continue
         if kernel == "pingpong" and variant == "relayed":
             direct = c.get((kernel, "direct", mpi, delay, cross))
             if direct:
@@ -195,6 +259,13 @@ def print_report(s: dict) -> None:
                                f"{r['added_per_relay_us']:.1f} us", f"{r['direct_mbit']:.1f} Mbit/s",
                                f"{r['relayed_mbit']:.1f} Mbit/s", f"{r['bandwidth_ratio']:.3f}"]
                               for r in sorted(s["latency"], key=lambda r: (r["mpi"], r["delay_ms"]))]))
+    if s["path"]:
+        print("\nwhere a relay's latency goes (tcprtt, median round trips of 8 bytes; per relay, one way)")
+        print(markdown_table(["delay", "loopback", "direct", "forwarded", "relayed", "per relay", "network",
+                              "process", "one wake-up (loopback / 2)"],
+                             [[f"{r['delay_ms']:g} ms", *[f"{r[v + '_rtt_us']:.1f} us" for v in PATH_VARIANTS],
+                               f"{r['per_relay_us']:.1f} us", f"{r['network_us']:.1f} us",
+                               f"{r['process_us']:.1f} us", f"{r['wakeup_us']:.1f} us"] for r in s["path"]]))
     if s["trunks"]:
         print("\naggregate WAN throughput, every node streaming across (wanflow)")
         print(markdown_table(["MPI", "delay", "path", "aggregate", "bound", "of bound"],

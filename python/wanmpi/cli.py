@@ -182,8 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     brl = bnsub.add_parser("relay", help="relays vs direct connections: latency per relay, bandwidth, trunk "
                            "scaling, NAS-like kernels with and without cross traffic")
     topology_option(brl)
-    brl.add_argument("--parts", default="latency,trunks,kernels",
-                     help="comma-separated subset of: latency, trunks, kernels (default: all)")
+    brl.add_argument("--parts", default="latency,path,trunks,kernels",
+                     help="comma-separated subset of: latency, path, trunks, kernels (default: all)")
     brl.add_argument("--mpis", default=",".join(launch.Launcher.registry),
                      help="comma-separated MPIs (default: openmpi,mpich)")
     brl.add_argument("--delays", default="0,10", help="one-way WAN delays in ms (default: 0,10; trunks: the largest)")
