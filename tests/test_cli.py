@@ -58,4 +58,8 @@ def test_demo_runs_pingpong_and_collectives_and_cleans_up():
         assert re.search(rf"^{op}\s+[\d.]+ s\s+[\d.]+ s\s+[\d.]+x\s+[\d.]+ s$", done.stdout, re.M), done.stdout
     assert re.search(r"^time per iteration\s+[\d.]+ ms\s+[\d.]+ ms\s+[\d.]+x$", done.stdout, re.M), done.stdout
     assert re.search(r"^TCP timeouts \(RTO\)\s+\d+\s+\d+$", done.stdout, re.M), done.stdout
+    # the private cluster: unreachable directly, joined through the relays by both MPIs
+    assert re.search(r"a direct TCP connect from a0 to b0: failed", done.stdout), done.stdout
+    for mpi in ("openmpi", "mpich"):
+        assert re.search(rf"^{mpi}\s+\d+ us\s+[\d.]+ Mbit\s+[\d,]+$", done.stdout, re.M), done.stdout
     assert net.State.load() is None
