@@ -40,7 +40,9 @@ pub use connection::{
 };
 pub use frame::{Role, StreamId};
 pub use pacer::Pacer;
-pub use preamble::{BlastRequest, BlastRequestError, Preamble, PreambleError, Reply};
+pub use preamble::{
+    BlastRequest, BlastRequestError, BlastUpdate, Inside, Preamble, PreambleError, Reply,
+};
 pub use rbudp::{RbudpConfig, RbudpEvent, RbudpSession, RbudpStats};
 pub use reason::{CloseCode, Reason};
 pub use select::{Policy, TrunkCandidate, TrunkSelector};

@@ -1,12 +1,17 @@
 //! The preambles between the shim (libwanshim, C) and the relays.
 //!
-//! Three fixed-size messages, all integers big-endian (network order):
+//! Four fixed-size messages, all integers big-endian (network order):
 //!
 //! * the **connect preamble** ([`Kind::Connect`], 48 bytes, or 64 with a
 //!   [`BlastRequest`]): the first bytes the shim writes on a TCP connection
 //!   to its local relay; it names the real destination and the original
 //!   source, and may ask that the connection's bulk data be blasted (RBUDP)
 //!   at a given rate and datagram size;
+//! * the **blast request for an open connection** ([`BlastUpdate`], kind 4,
+//!   64 bytes): the only bytes the shim writes on a short control
+//!   connection to its local relay; it names a connection the relay
+//!   already carries and sets (or withdraws) the blast request of the data
+//!   this relay sends to the WAN for it;
 //! * the **reply** ([`Reply`], 4 bytes): the relay's answer, sent once the
 //!   far relay has connected to the destination (ok) or failed (a
 //!   [`Reason`]); application bytes follow an ok reply on the same
@@ -22,7 +27,7 @@
 //! |---|---|---|
 //! | 0 | 4 | magic `57 53 48 50` ("WSHP") |
 //! | 4 | 1 | version, 1 |
-//! | 5 | 1 | kind: 1 = connect, 2 = deliver, 3 = connect with a blast request |
+//! | 5 | 1 | kind: 1 = connect, 2 = deliver, 3 = connect with a blast request, 4 = blast request for an open connection |
 //! | 6 | 2 | reserved, 0 |
 //! | 8 | 1 | destination family: 4 or 6 |
 //! | 9 | 1 | source family: 4 or 6 |
@@ -41,8 +46,13 @@
 //! | 56 | 2 | payload: UDP payload of a full datagram, [`MIN_DATAGRAM`]..=[`MAX_DATAGRAM`] |
 //! | 58 | 6 | reserved, 0 |
 //!
+//! Kind 4 ([`BlastUpdate`]) has the layout of kind 3, with *destination* =
+//! the relay's endpoint of the open connection and *source* = the node's;
+//! rate 0 with payload 0 withdraws the request (any other rate 0 is an
+//! error).
+//!
 //! Reply layout: `57 52` ("WR"), version 1, then status: 0 = ok, otherwise
-//! the [`Reason`] code of the refusal.
+//! the [`Reason`] code of the refusal. Kinds 1, 3 and 4 get one.
 //!
 //! Decoders are strict (every reserved and padding byte must be zero,
 //! addresses must be specified, ports non-zero) and incremental: given a
@@ -70,6 +80,8 @@ pub const BLAST_REQUEST_LEN: usize = 16;
 pub const BLAST_PREAMBLE_LEN: usize = PREAMBLE_LEN + BLAST_REQUEST_LEN;
 /// The kind byte of a connect preamble with a blast request.
 pub const KIND_CONNECT_BLAST: u8 = 3;
+/// The kind byte of a blast request for an open connection ([`BlastUpdate`]).
+pub const KIND_BLAST_UPDATE: u8 = 4;
 /// Length of a reply.
 pub const REPLY_LEN: usize = 4;
 
@@ -124,6 +136,9 @@ pub enum BlastRequestError {
     /// A reserved byte (offset in the request) is not zero.
     #[error("blast request reserved byte {0} is not zero")]
     NonZeroReserved(usize),
+    /// Kind 4: rate 0 (a withdrawal) with a non-zero payload.
+    #[error("blast request with rate 0 and payload {0}: a withdrawal (rate 0) has payload 0")]
+    WithdrawPayload(u16),
 }
 
 impl BlastRequest {
@@ -151,15 +166,19 @@ impl BlastRequest {
 
     /// Checks the bytes of a request present in `prefix` (the first
     /// `prefix.len()` of its 16): an error as soon as a byte is wrong.
-    fn check_prefix(prefix: &[u8]) -> Result<(), BlastRequestError> {
+    /// `withdraw`: rate 0 with payload 0 is valid (kind 4).
+    fn check_prefix(prefix: &[u8], withdraw: bool) -> Result<(), BlastRequestError> {
+        let zero_rate = || prefix[..8].iter().all(|&x| x == 0);
         for (i, &byte) in prefix.iter().take(BLAST_REQUEST_LEN).enumerate() {
             match i {
-                7 if prefix[..8].iter().all(|&x| x == 0) => {
-                    return Err(BlastRequestError::ZeroRate)
-                }
+                7 if !withdraw && zero_rate() => return Err(BlastRequestError::ZeroRate),
                 9 => {
                     let payload = u16::from_be_bytes([prefix[8], byte]);
-                    if !(MIN_DATAGRAM..=MAX_DATAGRAM).contains(&usize::from(payload)) {
+                    if zero_rate() {
+                        if payload != 0 {
+                            return Err(BlastRequestError::WithdrawPayload(payload));
+                        }
+                    } else if !(MIN_DATAGRAM..=MAX_DATAGRAM).contains(&usize::from(payload)) {
                         return Err(BlastRequestError::Payload(payload));
                     }
                 }
@@ -181,7 +200,7 @@ impl BlastRequest {
     /// first).
     pub fn decode(b: &[u8]) -> Result<BlastRequest, BlastRequestError> {
         let b = &b[..BLAST_REQUEST_LEN];
-        BlastRequest::check_prefix(b)?;
+        BlastRequest::check_prefix(b, false)?;
         let mut rate = [0u8; 8];
         rate.copy_from_slice(&b[0..8]);
         Ok(BlastRequest {
@@ -208,6 +227,102 @@ pub struct Preamble {
     pub blast: Option<BlastRequest>,
 }
 
+/// A blast request for a connection the relay already carries (kind 4 on
+/// the wire, 64 bytes): sent by the shim on a new, short TCP connection to
+/// an inside listener of its local relay, for connections opened before
+/// the ranks asked for blasts (MPICH connects during `MPI_Init`). The relay
+/// then blasts (or, withdrawn, no longer blasts) the bulk data it reads
+/// from that connection's node socket, i.e. what it sends to the WAN for
+/// it; the far relay's direction is upgraded by the far node's own kind 4.
+///
+/// Wire format: the 48 bytes of a connect preamble with kind 4,
+/// *destination* = [`BlastUpdate::relay_end`], *source* =
+/// [`BlastUpdate::node_end`], then the 16 bytes of a [`BlastRequest`], or
+/// 16 zero bytes (rate 0, payload 0) to withdraw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlastUpdate {
+    /// The relay's endpoint of the connection (its address and port on the
+    /// relay's socket): the inside listen address for a connection the
+    /// node opened through the relay, the relay's own address and
+    /// ephemeral port for one the relay delivered to the node.
+    pub relay_end: SocketAddr,
+    /// The node's endpoint of the connection (its address and port).
+    pub node_end: SocketAddr,
+    /// The new request; `None` withdraws it (the connection's data goes
+    /// back to the policy it had when it opened).
+    pub blast: Option<BlastRequest>,
+}
+
+impl BlastUpdate {
+    /// The 64 bytes of this message.
+    pub fn encode(&self) -> [u8; BLAST_PREAMBLE_LEN] {
+        let mut b = [0u8; BLAST_PREAMBLE_LEN];
+        encode_header(
+            &mut b[..PREAMBLE_LEN],
+            KIND_BLAST_UPDATE,
+            self.relay_end,
+            self.node_end,
+        );
+        if let Some(r) = &self.blast {
+            b[PREAMBLE_LEN..].copy_from_slice(&r.encode());
+        }
+        b
+    }
+}
+
+/// What a shim sends first on a connection to an inside listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Inside {
+    /// Kind 1 or 3: a new connection to relay.
+    Connect(Preamble),
+    /// Kind 4: a blast request for an open connection.
+    BlastUpdate(BlastUpdate),
+}
+
+impl Inside {
+    /// Decodes the first message of an inside connection from the start
+    /// of `buf`: a connect preamble (kind 1 or 3) or a blast request for an
+    /// open connection (kind 4), as strictly and incrementally as
+    /// [`Preamble::decode_connect`].
+    ///
+    /// # Errors
+    /// A [`PreambleError`] as soon as a byte present in `buf` is wrong.
+    pub fn decode(buf: &[u8]) -> Result<Decoded<Inside>, PreambleError> {
+        let accepts =
+            |k| k == Kind::Connect.code() || k == KIND_CONNECT_BLAST || k == KIND_BLAST_UPDATE;
+        let (kind, destination, source) = match decode_header(buf, accepts, KIND_BLAST_UPDATE)? {
+            Decoded::NeedMore(n) => return Ok(Decoded::NeedMore(n)),
+            Decoded::Complete(h, _) => h,
+        };
+        if kind == Kind::Connect.code() {
+            return Ok(Decoded::Complete(
+                Inside::Connect(Preamble::connect(destination, source)),
+                PREAMBLE_LEN,
+            ));
+        }
+        let withdraw = kind == KIND_BLAST_UPDATE;
+        let blast = match decode_extension(&buf[PREAMBLE_LEN..], withdraw)? {
+            Decoded::NeedMore(n) => return Ok(Decoded::NeedMore(n)),
+            Decoded::Complete(r, _) => r,
+        };
+        let message = if withdraw {
+            Inside::BlastUpdate(BlastUpdate {
+                relay_end: destination,
+                node_end: source,
+                blast,
+            })
+        } else {
+            Inside::Connect(Preamble {
+                kind: Kind::Connect,
+                destination,
+                source,
+                blast,
+            })
+        };
+        Ok(Decoded::Complete(message, BLAST_PREAMBLE_LEN))
+    }
+}
+
 /// What is wrong with a preamble or a reply.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum PreambleError {
@@ -223,7 +338,9 @@ pub enum PreambleError {
     WrongKind {
         /// The byte received.
         found: u8,
-        /// The kind the decoder was asked for.
+        /// The kind the decoder was asked for: 1 (a connect preamble, kind
+        /// 1 or 3), 2 (a delivery preamble) or 4 (the first message of an
+        /// inside connection, [`Inside::decode`]: kind 1, 3 or 4).
         expected: u8,
     },
     /// A reserved or padding byte is not zero.
@@ -241,7 +358,7 @@ pub enum PreambleError {
     /// 0.0.0.0 or ::.
     #[error("unspecified {0} address")]
     UnspecifiedAddress(&'static str),
-    /// A kind-3 preamble whose blast request is invalid.
+    /// A kind-3 or kind-4 preamble whose blast request is invalid.
     #[error("{0}")]
     BlastRequest(BlastRequestError),
 }
@@ -250,6 +367,7 @@ fn expected_kinds(expected: u8) -> &'static str {
     match expected {
         1 => "1 (connect) or 3 (connect with a blast request)",
         2 => "2 (deliver)",
+        4 => "1 (connect), 3 (connect with a blast request) or 4 (blast request for an open connection)",
         _ => "another kind",
     }
 }
@@ -310,18 +428,11 @@ impl Preamble {
             "a delivery preamble never carries a blast request"
         );
         let mut b = vec![0u8; self.encoded_len()];
-        b[0..4].copy_from_slice(&PREAMBLE_MAGIC);
-        b[4] = PREAMBLE_VERSION;
-        b[5] = match self.blast {
+        let kind = match self.blast {
             Some(_) => KIND_CONNECT_BLAST,
             None => self.kind.code(),
         };
-        b[8] = family(&self.destination);
-        b[9] = family(&self.source);
-        b[10..12].copy_from_slice(&self.destination.port().to_be_bytes());
-        b[12..14].copy_from_slice(&self.source.port().to_be_bytes());
-        put_addr(&mut b[16..32], self.destination.ip());
-        put_addr(&mut b[32..48], self.source.ip());
+        encode_header(&mut b[..PREAMBLE_LEN], kind, self.destination, self.source);
         if let Some(r) = &self.blast {
             b[PREAMBLE_LEN..].copy_from_slice(&r.encode());
         }
@@ -361,6 +472,19 @@ impl PreambleError {
     }
 }
 
+/// The 48 bytes common to every preamble kind, into `b` (zeroed).
+fn encode_header(b: &mut [u8], kind: u8, destination: SocketAddr, source: SocketAddr) {
+    b[0..4].copy_from_slice(&PREAMBLE_MAGIC);
+    b[4] = PREAMBLE_VERSION;
+    b[5] = kind;
+    b[8] = family(&destination);
+    b[9] = family(&source);
+    b[10..12].copy_from_slice(&destination.port().to_be_bytes());
+    b[12..14].copy_from_slice(&source.port().to_be_bytes());
+    put_addr(&mut b[16..32], destination.ip());
+    put_addr(&mut b[32..48], source.ip());
+}
+
 fn family(a: &SocketAddr) -> u8 {
     match a {
         SocketAddr::V4(_) => 4,
@@ -382,6 +506,35 @@ fn decode(buf: &[u8], expected: Kind) -> Result<Decoded<Preamble>, PreambleError
     let accepts = |kind: u8| {
         kind == expected.code() || (expected == Kind::Connect && kind == KIND_CONNECT_BLAST)
     };
+    let (kind, destination, source) = match decode_header(buf, accepts, expected.code())? {
+        Decoded::NeedMore(n) => return Ok(Decoded::NeedMore(n)),
+        Decoded::Complete(h, _) => h,
+    };
+    let mut preamble = Preamble {
+        kind: expected,
+        destination,
+        source,
+        blast: None,
+    };
+    if kind != KIND_CONNECT_BLAST {
+        return Ok(Decoded::Complete(preamble, PREAMBLE_LEN));
+    }
+    match decode_extension(&buf[PREAMBLE_LEN..], false)? {
+        Decoded::NeedMore(n) => Ok(Decoded::NeedMore(n)),
+        Decoded::Complete(blast, _) => {
+            preamble.blast = blast;
+            Ok(Decoded::Complete(preamble, BLAST_PREAMBLE_LEN))
+        }
+    }
+}
+
+/// The 48-byte header, checked byte by byte as far as `buf` goes, the
+/// addresses once all 48 are there: (kind, destination, source).
+fn decode_header(
+    buf: &[u8],
+    accepts: impl Fn(u8) -> bool,
+    expected: u8,
+) -> Result<Decoded<(u8, SocketAddr, SocketAddr)>, PreambleError> {
     for (i, &byte) in buf.iter().take(PREAMBLE_LEN).enumerate() {
         match i {
             0..=3 if byte != PREAMBLE_MAGIC[i] => return Err(PreambleError::BadMagic),
@@ -389,7 +542,7 @@ fn decode(buf: &[u8], expected: Kind) -> Result<Decoded<Preamble>, PreambleError
             5 if !accepts(byte) => {
                 return Err(PreambleError::WrongKind {
                     found: byte,
-                    expected: expected.code(),
+                    expected,
                 })
             }
             6 | 7 | 14 | 15 if byte != 0 => {
@@ -413,17 +566,21 @@ fn decode(buf: &[u8], expected: Kind) -> Result<Decoded<Preamble>, PreambleError
     let sport = u16::from_be_bytes([buf[12], buf[13]]);
     let destination = endpoint(buf[8], &buf[16..32], dport, "destination")?;
     let source = endpoint(buf[9], &buf[32..48], sport, "source")?;
-    let mut preamble = Preamble {
-        kind: expected,
-        destination,
-        source,
-        blast: None,
-    };
-    if buf[5] != KIND_CONNECT_BLAST {
-        return Ok(Decoded::Complete(preamble, PREAMBLE_LEN));
-    }
-    let ext = &buf[PREAMBLE_LEN..buf.len().min(BLAST_PREAMBLE_LEN)];
-    BlastRequest::check_prefix(ext).map_err(|e| match e {
+    Ok(Decoded::Complete(
+        (buf[5], destination, source),
+        PREAMBLE_LEN,
+    ))
+}
+
+/// The 16-byte blast request after a kind-3 or kind-4 header (`ext`: the
+/// bytes after the 48), checked byte by byte; `withdraw` (kind 4): 16
+/// zero bytes are valid and decode as `None`.
+fn decode_extension(
+    ext: &[u8],
+    withdraw: bool,
+) -> Result<Decoded<Option<BlastRequest>>, PreambleError> {
+    let ext = &ext[..ext.len().min(BLAST_REQUEST_LEN)];
+    BlastRequest::check_prefix(ext, withdraw).map_err(|e| match e {
         BlastRequestError::NonZeroReserved(i) => PreambleError::NonZeroReserved {
             offset: PREAMBLE_LEN + i,
         },
@@ -432,8 +589,17 @@ fn decode(buf: &[u8], expected: Kind) -> Result<Decoded<Preamble>, PreambleError
     if ext.len() < BLAST_REQUEST_LEN {
         return Ok(Decoded::NeedMore(BLAST_REQUEST_LEN - ext.len()));
     }
-    preamble.blast = Some(BlastRequest::decode(ext).map_err(PreambleError::BlastRequest)?);
-    Ok(Decoded::Complete(preamble, BLAST_PREAMBLE_LEN))
+    if ext.iter().all(|&b| b == 0) {
+        // Only reachable with `withdraw` (rate 0 is refused otherwise).
+        return Ok(Decoded::Complete(None, BLAST_REQUEST_LEN));
+    }
+    let mut rate = [0u8; 8];
+    rate.copy_from_slice(&ext[0..8]);
+    let request = BlastRequest {
+        rate: u64::from_be_bytes(rate),
+        payload: u16::from_be_bytes([ext[8], ext[9]]),
+    };
+    Ok(Decoded::Complete(Some(request), BLAST_REQUEST_LEN))
 }
 
 fn endpoint(
@@ -729,6 +895,170 @@ mod tests {
         let mut p = Preamble::deliver(sa("10.1.0.3:1"), sa("10.0.0.2:2"));
         p.blast = Some(BlastRequest::new(1000, 1472).unwrap());
         let _ = p.encode();
+    }
+
+    /// The kind-4 test vector of docs/wanproto.md, section 1: node
+    /// 10.0.0.2:1024's open connection through its relay's inside listener
+    /// 10.0.0.254:7000, asking for 100 Mbit/s in 1472-byte datagrams.
+    const UPDATE_VECTOR: [u8; 64] = [
+        0x57, 0x53, 0x48, 0x50, 1, 4, 0, 0, // magic, version, kind 4, reserved
+        4, 4, 0x1b, 0x58, 0x04, 0x00, 0, 0, // families, ports, reserved
+        10, 0, 0, 254, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // relay's endpoint
+        10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // node's endpoint
+        0, 0, 0, 0, 0, 0xbe, 0xbc, 0x20, // rate 12500000 bytes/s (100 Mbit/s)
+        0x05, 0xc0, 0, 0, 0, 0, 0, 0, // payload 1472, reserved
+    ];
+
+    fn update() -> BlastUpdate {
+        BlastUpdate {
+            relay_end: sa("10.0.0.254:7000"),
+            node_end: sa("10.0.0.2:1024"),
+            blast: Some(BlastRequest::new(12_500_000, 1472).unwrap()),
+        }
+    }
+
+    #[test]
+    fn blast_update_layout_is_byte_exact() {
+        let u = update();
+        assert_eq!(u.encode(), UPDATE_VECTOR);
+        assert_eq!(
+            Inside::decode(&UPDATE_VECTOR),
+            Ok(Decoded::Complete(Inside::BlastUpdate(u), 64))
+        );
+        for n in 0..64 {
+            assert_eq!(
+                Inside::decode(&UPDATE_VECTOR[..n]),
+                Ok(Decoded::NeedMore(if n < 48 { 48 - n } else { 64 - n })),
+                "prefix of {n} bytes"
+            );
+        }
+        // Withdrawal: the same header and 16 zero bytes.
+        let w = BlastUpdate { blast: None, ..u };
+        let mut b = UPDATE_VECTOR;
+        b[48..].fill(0);
+        assert_eq!(w.encode(), b);
+        assert_eq!(
+            Inside::decode(&b),
+            Ok(Decoded::Complete(Inside::BlastUpdate(w), 64))
+        );
+        // The connect preamble decoder does not take kind 4; the inside
+        // decoder takes kinds 1 and 3 as it does.
+        assert_eq!(
+            Preamble::decode_connect(&UPDATE_VECTOR),
+            Err(PreambleError::WrongKind {
+                found: 4,
+                expected: 1
+            })
+        );
+        let p = Preamble::connect(sa("10.1.0.3:40000"), sa("10.0.0.2:1024"));
+        assert_eq!(
+            Inside::decode(&p.encode()),
+            Ok(Decoded::Complete(Inside::Connect(p), 48))
+        );
+        let mut more = BLAST_VECTOR.to_vec();
+        more.extend_from_slice(b"early");
+        let Ok(Decoded::Complete(Inside::Connect(p3), 64)) = Inside::decode(&more) else {
+            panic!("kind 3 refused by the inside decoder");
+        };
+        assert_eq!(p3.encode(), BLAST_VECTOR);
+        let e = Inside::decode(b"WSHP\x01\x02").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "preamble kind 2, expected 1 (connect), 3 (connect with a blast request) or 4 (blast request for an open connection)"
+        );
+    }
+
+    #[test]
+    fn every_bad_blast_update_field_is_refused_at_its_byte() {
+        type Change = fn(&mut [u8; 64]);
+        let cases: Vec<(Change, usize, PreambleError)> = vec![
+            // Rate 0 with a payload: not a withdrawal.
+            (
+                |b| b[48..56].fill(0),
+                58,
+                PreambleError::BlastRequest(BlastRequestError::WithdrawPayload(1472)),
+            ),
+            (
+                |b| {
+                    b[48..56].fill(0);
+                    b[56..58].copy_from_slice(&[0, 1]);
+                },
+                58,
+                PreambleError::BlastRequest(BlastRequestError::WithdrawPayload(1)),
+            ),
+            // A rate with payload 0 or out of range.
+            (
+                |b| b[56..58].fill(0),
+                58,
+                PreambleError::BlastRequest(BlastRequestError::Payload(0)),
+            ),
+            (
+                |b| b[56..58].copy_from_slice(&63u16.to_be_bytes()),
+                58,
+                PreambleError::BlastRequest(BlastRequestError::Payload(63)),
+            ),
+            (
+                |b| b[56..58].copy_from_slice(&65508u16.to_be_bytes()),
+                58,
+                PreambleError::BlastRequest(BlastRequestError::Payload(65508)),
+            ),
+            (
+                |b| b[60] = 1,
+                61,
+                PreambleError::NonZeroReserved { offset: 60 },
+            ),
+            // Reserved bytes of a withdrawal too.
+            (
+                |b| {
+                    b[48..63].fill(0);
+                    b[63] = 1;
+                },
+                64,
+                PreambleError::NonZeroReserved { offset: 63 },
+            ),
+            // The header is checked as for kind 1.
+            (
+                |b| b[7] = 1,
+                8,
+                PreambleError::NonZeroReserved { offset: 7 },
+            ),
+            (|b| b[8] = 5, 9, PreambleError::BadFamily(5)),
+            (|b| b[12..14].fill(0), 48, PreambleError::ZeroPort("source")),
+            (
+                |b| b[16..20].fill(0),
+                48,
+                PreambleError::UnspecifiedAddress("destination"),
+            ),
+        ];
+        for (change, at, error) in cases {
+            let mut b = UPDATE_VECTOR;
+            change(&mut b);
+            let need = if at - 1 < 48 {
+                48 - (at - 1)
+            } else {
+                64 - (at - 1)
+            };
+            assert_eq!(
+                Inside::decode(&b[..at - 1]),
+                Ok(Decoded::NeedMore(need)),
+                "{error}: not detectable before byte {}",
+                at - 1
+            );
+            assert_eq!(Inside::decode(&b[..at]), Err(error));
+            assert_eq!(Inside::decode(&b), Err(error));
+            assert_eq!(error.reason(), Reason::Protocol);
+        }
+        assert_eq!(
+            PreambleError::BlastRequest(BlastRequestError::WithdrawPayload(1472)).to_string(),
+            "blast request with rate 0 and payload 1472: a withdrawal (rate 0) has payload 0"
+        );
+        // Kind 3 still refuses rate 0 at its last byte, payload 0 or not.
+        let mut b = BLAST_VECTOR;
+        b[48..58].fill(0);
+        assert_eq!(
+            Inside::decode(&b[..56]),
+            Err(PreambleError::BlastRequest(BlastRequestError::ZeroRate))
+        );
     }
 
     #[test]

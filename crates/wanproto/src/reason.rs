@@ -43,6 +43,9 @@ pub enum Reason {
     TrunkLost,
     /// 13: an internal error in a relay (`EIO`).
     Internal,
+    /// 14: a blast request for an open connection (preamble kind 4) names
+    /// no live connection of this relay (`ENOENT`).
+    NoSuchConnection,
     /// Any other non-zero code, kept as received (`EIO`).
     Other(u8),
 }
@@ -64,6 +67,7 @@ impl Reason {
             Reason::UnsupportedVersion => 11,
             Reason::TrunkLost => 12,
             Reason::Internal => 13,
+            Reason::NoSuchConnection => 14,
             Reason::Other(c) => c,
         }
     }
@@ -85,6 +89,7 @@ impl Reason {
             11 => Reason::UnsupportedVersion,
             12 => Reason::TrunkLost,
             13 => Reason::Internal,
+            14 => Reason::NoSuchConnection,
             c => Reason::Other(c),
         })
     }
@@ -102,6 +107,7 @@ impl Reason {
             Reason::Overloaded => "EAGAIN",
             Reason::Protocol | Reason::UnsupportedVersion => "EPROTO",
             Reason::TrunkLost => "ECONNABORTED",
+            Reason::NoSuchConnection => "ENOENT",
             Reason::Internal | Reason::Other(_) => "EIO",
         }
     }
@@ -123,6 +129,7 @@ impl fmt::Display for Reason {
             Reason::UnsupportedVersion => "unsupported preamble version",
             Reason::TrunkLost => "trunk lost",
             Reason::Internal => "internal relay error",
+            Reason::NoSuchConnection => "no such connection at this relay",
             Reason::Other(c) => return write!(f, "reason {c}"),
         };
         f.write_str(name)

@@ -11,7 +11,8 @@ use harness::{LinkParams, Pair};
 use proptest::prelude::*;
 use wanproto::frame::{self, Frame, Hello, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD};
 use wanproto::{
-    BlastRequest, CloseCode, Config, Decoded, Event, Preamble, Reason, Reply, Role, TrunkConnection,
+    BlastRequest, BlastUpdate, CloseCode, Config, Decoded, Event, Inside, Preamble, Reason, Reply,
+    Role, TrunkConnection,
 };
 
 fn socket_addr() -> impl Strategy<Value = SocketAddr> {
@@ -143,6 +144,24 @@ fn check_preamble_decode(bytes: &[u8]) {
             Err(_) => {}
         }
     }
+    // The inside listener's decoder: kinds 1 and 3 exactly as the connect
+    // decoder, kind 4 always 64 bytes that re-encode exactly.
+    match Inside::decode(bytes) {
+        Ok(Decoded::Complete(Inside::Connect(p), n)) => {
+            assert_eq!(Preamble::decode_connect(bytes), Ok(Decoded::Complete(p, n)));
+        }
+        Ok(Decoded::Complete(Inside::BlastUpdate(u), n)) => {
+            assert_eq!(n, 64);
+            assert_eq!(bytes[5], 4);
+            assert_eq!(&u.encode()[..], &bytes[..64]);
+            assert_eq!(u.blast.is_none(), bytes[48..64].iter().all(|&b| b == 0));
+        }
+        Ok(Decoded::NeedMore(k)) => {
+            let want = if bytes.len() >= 48 { 64 } else { 48 };
+            assert_eq!(bytes.len() + k, want);
+        }
+        Err(_) => {}
+    }
     match Reply::decode(bytes) {
         Ok(Decoded::Complete(r, 4)) => assert_eq!(&r.encode()[..], &bytes[..4]),
         Ok(Decoded::Complete(..)) => panic!("reply length"),
@@ -236,6 +255,32 @@ proptest! {
         bytes[5] = 3;
         bytes.extend_from_slice(&tail);
         check_preamble_decode(&bytes);
+        // The same as a kind 4 (blast request for an open connection).
+        bytes[5] = 4;
+        check_preamble_decode(&bytes);
+    }
+
+    #[test]
+    fn inside_decoder_handles_mutated_blast_updates(
+        d in socket_addr(), s in socket_addr(), withdraw in any::<bool>(),
+        rate in 1u64.., payload in 64u16..=65507,
+        muts in proptest::collection::vec((0usize..64, any::<u8>()), 0..3),
+        cut in 0usize..=64,
+    ) {
+        let u = BlastUpdate {
+            relay_end: d,
+            node_end: s,
+            blast: (!withdraw).then_some(BlastRequest { rate, payload }),
+        };
+        let mut bytes = u.encode();
+        if !d.ip().is_unspecified() && !s.ip().is_unspecified() && d.port() != 0 && s.port() != 0 {
+            prop_assert_eq!(Inside::decode(&bytes), Ok(Decoded::Complete(Inside::BlastUpdate(u), 64)));
+        }
+        for (i, x) in muts {
+            bytes[i] ^= x;
+        }
+        check_preamble_decode(&bytes);
+        check_preamble_decode(&bytes[..cut]);
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub fn reason_label(r: Reason) -> &'static str {
         Reason::UnsupportedVersion => "unsupported_version",
         Reason::TrunkLost => "trunk_lost",
         Reason::Internal => "internal",
+        Reason::NoSuchConnection => "no_such_connection",
         Reason::Other(_) => "other",
     }
 }
