@@ -1,12 +1,19 @@
 //! The inside listener: connections from the shim on member nodes.
 //!
 //! A connection is accepted only from a member address; its first 48 bytes
-//! (64 with a blast request, kind 3) must be a connect preamble (checked byte by byte as they arrive, within
-//! `inside.preamble_timeout`) whose source is the connection's own address.
-//! The relay then opens a stream on the trunk chosen for the destination
-//! host, and splices (see [`crate::stream`]); bytes the shim sent after the
-//! preamble go first. Every refusal is a 4-byte reply with the reason,
-//! then a normal close.
+//! (64 with a blast request, kind 3) must be a connect preamble (checked
+//! byte by byte as they arrive, within `inside.preamble_timeout`) whose
+//! source is the connection's own address. The relay then opens a stream
+//! on the trunk chosen for the destination host, and splices (see
+//! [`crate::stream`]); bytes the shim sent after the preamble go first.
+//! Every refusal is a 4-byte reply with the reason, then a normal close.
+//!
+//! A kind-4 preamble instead (a blast request for an open connection) is
+//! the whole of a short control connection: it names a connection of this
+//! relay by its two endpoints, the node's being the control connection's
+//! own address, and sets or withdraws the blast request of the data this
+//! relay sends for it ([`crate::rbudp::update_stream`]); the reply is ok,
+//! or `NoSuchConnection` (14) when no live connection has those endpoints.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
-use wanproto::{Decoded, OpenError, Preamble, Reason, Reply};
+use wanproto::{BlastUpdate, Decoded, Inside, OpenError, Reason, Reply};
 
 use crate::reason_label;
 use crate::relay::Relay;
@@ -71,7 +78,7 @@ async fn refuse(relay: &Relay, mut sock: TcpStream, remote: SocketAddr, reason: 
         &[("reason", reason_label(reason))],
     );
     match reason {
-        Reason::NoRoute | Reason::Overloaded | Reason::ShuttingDown => {
+        Reason::NoRoute | Reason::Overloaded | Reason::ShuttingDown | Reason::NoSuchConnection => {
             info!(%remote, reason = reason_label(reason), why, "inside connection refused")
         }
         _ => warn!(%remote, reason = reason_label(reason), why, "inside connection refused"),
@@ -83,8 +90,14 @@ async fn refuse(relay: &Relay, mut sock: TcpStream, remote: SocketAddr, reason: 
 /// (the preamble, early data) are drained first, for a close with unread
 /// input would send an RST that can overtake the reply.
 pub async fn send_refusal(sock: &mut TcpStream, reason: Reason) {
+    send_last_reply(sock, Reply::Refused(reason)).await;
+}
+
+/// Writes the last reply of a connection and closes it gracefully (as
+/// [`send_refusal`]).
+async fn send_last_reply(sock: &mut TcpStream, reply: Reply) {
     let write = async {
-        sock.write_all(&Reply::Refused(reason).encode()).await?;
+        sock.write_all(&reply.encode()).await?;
         sock.shutdown().await?;
         let mut sink = [0u8; 4096];
         let mut left = 256 * 1024usize;
@@ -129,7 +142,7 @@ async fn handle(
     }
     let mut buf = vec![0u8; FIRST_READ];
     let mut len = 0;
-    type Outcome = Result<(Preamble, usize), Option<wanproto::PreambleError>>;
+    type Outcome = Result<(Inside, usize), Option<wanproto::PreambleError>>;
     let read = async {
         loop {
             let n = sock.read(&mut buf[len..]).await?;
@@ -137,14 +150,14 @@ async fn handle(
                 return Ok::<Outcome, std::io::Error>(Err(None));
             }
             len += n;
-            match Preamble::decode_connect(&buf[..len]) {
+            match Inside::decode(&buf[..len]) {
                 Ok(Decoded::Complete(p, used)) => return Ok(Ok((p, used))),
                 Ok(Decoded::NeedMore(_)) => {}
                 Err(e) => return Ok(Err(Some(e))),
             }
         }
     };
-    let (preamble, used) = match tokio::time::timeout(relay.config.preamble_timeout, read).await {
+    let (message, used) = match tokio::time::timeout(relay.config.preamble_timeout, read).await {
         Err(_) => {
             return refuse(
                 &relay,
@@ -172,6 +185,10 @@ async fn handle(
             return refuse(&relay, sock, remote, e.reason(), &why).await;
         }
         Ok(Ok(Ok(x))) => x,
+    };
+    let preamble = match message {
+        Inside::Connect(p) => p,
+        Inside::BlastUpdate(u) => return blast_update(&relay, sock, remote, u).await,
     };
     let source = preamble.source;
     let destination = preamble.destination;
@@ -243,4 +260,31 @@ async fn handle(
     buf.truncate(len);
     buf.drain(..used);
     stream::splice(trunk, id, shared, sock, true, buf, blasts).await;
+}
+
+/// A kind-4 preamble: a blast request (or its withdrawal) for connection
+/// `u` of this relay, from node `remote`, which may only name its own
+/// connections. Bytes after the 64 are ignored.
+async fn blast_update(relay: &Relay, mut sock: TcpStream, remote: SocketAddr, u: BlastUpdate) {
+    let (relay_end, node_end) = (u.relay_end, u.node_end);
+    if node_end.ip().to_canonical() != remote.ip().to_canonical() {
+        let why = format!(
+            "blast request for a connection of {node_end}, not of the control connection's address {}",
+            remote.ip()
+        );
+        return refuse(relay, sock, remote, Reason::SourceMismatch, &why).await;
+    }
+    let Some(c) = relay.connection(relay_end, node_end) else {
+        let why = format!(
+            "blast request for {node_end} <-> {relay_end}: no such connection at this relay"
+        );
+        return refuse(relay, sock, remote, Reason::NoSuchConnection, &why).await;
+    };
+    let now = crate::rbudp::update_stream(&c.trunk, c.stream, &c.blast, u.blast);
+    debug!(trunk = c.trunk.id, stream = c.stream, %node_end, %relay_end,
+           withdrawn = u.blast.is_none(), requested_rate = u.blast.map(|r| r.rate),
+           requested_payload = u.blast.map(|r| r.payload), blasts = now.is_some(),
+           rate = now.and_then(|b| b.params.rate), payload = now.and_then(|b| b.params.datagram_size),
+           "blast request for an open connection (rates in bytes/s on the wire; no rate: the peer's)");
+    send_last_reply(&mut sock, Reply::Ok).await;
 }

@@ -18,7 +18,7 @@ use tracing::debug;
 /// Name, help and type of every metric the relay exposes.
 pub const METRICS: &[(&str, &str, &str)] = &[
     ("wanrelay_inside_connections_total", "counter", "Inside (shim) connections accepted by the listener."),
-    ("wanrelay_inside_refused_total", "counter", "Inside connections refused before a stream was opened, by reason."),
+    ("wanrelay_inside_refused_total", "counter", "Inside connections refused before a stream was opened (or a kind-4 blast request refused), by reason."),
     ("wanrelay_inside_active", "gauge", "Inside connections open now."),
     ("wanrelay_streams_opened_total", "counter", "Streams opened, by peer, trunk and side (out: opened by this relay for a shim; in: opened by the peer)."),
     ("wanrelay_streams_refused_total", "counter", "Streams refused, by peer, side and reason (out: the far relay refused; in: this relay refused the peer's OPEN)."),
@@ -45,7 +45,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("wanrelay_rbudp_stream_bytes_total", "counter", "Stream payload bytes carried by blasts, by peer and direction (to_wan, from_wan); the rest went over the trunk."),
     ("wanrelay_rbudp_window_bytes", "gauge", "Bytes of blasts not yet released: side=sent ours held by the peer, side=received the peer's held here."),
     ("wanrelay_rbudp_protocol_errors_total", "counter", "Trunks closed for an RBUDP protocol violation of the peer."),
-    ("wanrelay_rbudp_requests_total", "counter", "Blast requests of MPI rank pairs (kind-3 preamble or the peer's OPEN), by peer, side (out: from a local shim; in: in the peer's OPEN) and outcome (blasted; clamped: blasted within the peer's rate and payload; no_rbudp: tcp peer or RBUDP session not up, the stream stays on the trunk)."),
+    ("wanrelay_rbudp_requests_total", "counter", "Blast requests of MPI rank pairs (kind-3 preamble, the peer's OPEN, or kind-4 preamble for an open connection), by peer, side (out: from a local shim; in: in the peer's OPEN; update: kind 4) and outcome (blasted; clamped: blasted within the peer's rate and payload; no_rbudp: tcp peer or RBUDP session not up, the stream stays on the trunk; withdrawn: kind 4 withdrawing a request)."),
     ("wanrelay_rbudp_control_ignored_total", "counter", "RBUDP control messages from a peer configured here with transport tcp (ignored: everything stays on the trunk)."),
     ("wanrelay_rbudp_test_dropped_total", "counter", "TEST ONLY (peer.test_drop): datagrams dropped on purpose before sending."),
 ];

@@ -29,10 +29,16 @@
 //!   sent a blast request (kind-3 preamble, carried in the OPEN so both
 //!   relays know it). A request sets the stream's blast rate and datagram
 //!   size, clamped to the peer's `rate` (per trunk) and `payload`.
+//! * **Upgrading an open connection** ([`update_stream`]): a kind-4
+//!   preamble from the node's shim sets (or withdraws) the request of a
+//!   connection this relay already splices, for the data this relay sends
+//!   ([`BlastSwitch`], read by the stream task before each bulk decision).
+//!   Switching at any read boundary keeps the bytes in order: trunk bytes
+//!   written so far fix the offset at which the next blast is announced.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -130,6 +136,80 @@ pub struct StreamBlast {
     pub bulk_threshold: usize,
     /// Rate and datagram size of its blasts.
     pub params: BlastParams,
+}
+
+/// A stream's [`StreamBlast`] setting for the data this relay sends,
+/// changeable while the stream runs (kind-4 preamble, [`update_stream`]).
+/// The stream task checks a version number before each bulk decision and
+/// takes the lock only when it changed.
+#[derive(Debug)]
+pub struct BlastSwitch {
+    version: AtomicU64,
+    setting: Mutex<Option<StreamBlast>>,
+    /// What the stream opened with (its OPEN or preamble, `rbudp_streams`):
+    /// a withdrawal goes back to it.
+    original: Option<StreamBlast>,
+}
+
+impl BlastSwitch {
+    /// A switch holding `original` (the stream's policy when it opened).
+    pub fn new(original: Option<StreamBlast>) -> BlastSwitch {
+        BlastSwitch {
+            version: AtomicU64::new(0),
+            setting: Mutex::new(original),
+            original,
+        }
+    }
+
+    /// The setting the stream opened with.
+    pub fn original(&self) -> Option<StreamBlast> {
+        self.original
+    }
+
+    /// Sets the stream's setting from its next bulk decision on.
+    pub fn set(&self, setting: Option<StreamBlast>) {
+        *self.setting.lock().unwrap_or_else(|e| e.into_inner()) = setting;
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Puts the current setting in `current` if it changed since version
+    /// `seen` (0 and the original setting to begin with).
+    pub fn refresh(&self, seen: &mut u64, current: &mut Option<StreamBlast>) {
+        let v = self.version.load(Ordering::Acquire);
+        if v != *seen {
+            *seen = v;
+            *current = *self.setting.lock().unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A blast request for an open connection (kind 4) for stream `stream`
+/// of `trunk`: `Some` sets its setting as a kind-3 request would have
+/// ([`stream_policy`], counted with `side` "update"), `None` withdraws it
+/// (back to what the stream opened with; counted `withdrawn`). Returns the
+/// setting now in force.
+pub fn update_stream(
+    trunk: &Trunk,
+    stream: StreamId,
+    switch: &BlastSwitch,
+    request: Option<BlastRequest>,
+) -> Option<StreamBlast> {
+    let setting = match request {
+        Some(r) => stream_policy(trunk, &trunk.lock(), stream, Some(r), "update"),
+        None => {
+            trunk.relay.metrics.inc(
+                "wanrelay_rbudp_requests_total",
+                &[
+                    ("peer", trunk.peer_name()),
+                    ("side", "update"),
+                    ("outcome", "withdrawn"),
+                ],
+            );
+            switch.original()
+        }
+    };
+    switch.set(setting);
+    setting
 }
 
 /// Whether stream `stream` of `trunk` blasts its bulk data to the peer,

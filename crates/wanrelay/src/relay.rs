@@ -44,6 +44,27 @@ pub struct PeerState {
     ignored_request: AtomicBool,
 }
 
+/// A connection this relay splices with a trunk stream, found by a kind-4
+/// blast request ([`Relay::connection`]).
+#[derive(Clone)]
+pub struct LiveConnection {
+    /// The trunk of its stream.
+    pub trunk: Arc<Trunk>,
+    /// Its stream.
+    pub stream: wanproto::StreamId,
+    /// Its blast setting for the data this relay sends.
+    pub blast: Arc<crate::rbudp::BlastSwitch>,
+}
+
+/// The key of a connection: (this relay's endpoint, the node's), IPv4-mapped
+/// addresses as IPv4, without flow label or scope id.
+type ConnectionKey = (SocketAddr, SocketAddr);
+
+fn connection_key(local: SocketAddr, peer: SocketAddr) -> ConnectionKey {
+    let c = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+    (c(local), c(peer))
+}
+
 /// The relay's shared state.
 pub struct Relay {
     /// Configuration.
@@ -61,6 +82,8 @@ pub struct Relay {
     udp: std::sync::OnceLock<crate::rbudp::UdpPath>,
     closed_rbudp: Mutex<HashMap<usize, wanproto::RbudpStats>>,
     closed_trunk_bytes: Mutex<HashMap<(usize, usize), (u64, u64)>>,
+    /// Every spliced connection (one entry per live splice).
+    connections: Mutex<HashMap<ConnectionKey, LiveConnection>>,
     /// Inside connections allowed at once.
     pub inside_permits: Arc<Semaphore>,
     pending_trunk_permits: Arc<Semaphore>,
@@ -100,6 +123,7 @@ impl Relay {
             udp: std::sync::OnceLock::new(),
             closed_rbudp: Mutex::new(HashMap::new()),
             closed_trunk_bytes: Mutex::new(HashMap::new()),
+            connections: Mutex::new(HashMap::new()),
         })
     }
 
@@ -135,6 +159,42 @@ impl Relay {
         !self.peers[index]
             .ignored_request
             .swap(true, Ordering::Relaxed)
+    }
+
+    fn lock_connections(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<ConnectionKey, LiveConnection>> {
+        self.connections.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a spliced connection whose socket has `local` and `peer`
+    /// addresses (until [`Relay::unregister_connection`]).
+    pub fn register_connection(&self, local: SocketAddr, peer: SocketAddr, c: LiveConnection) {
+        self.lock_connections()
+            .insert(connection_key(local, peer), c);
+    }
+
+    /// Removes a connection's entry, if it is still the one of `blast`'s
+    /// splice (a later connection may reuse the addresses).
+    pub fn unregister_connection(
+        &self,
+        local: SocketAddr,
+        peer: SocketAddr,
+        blast: &Arc<crate::rbudp::BlastSwitch>,
+    ) {
+        let mut m = self.lock_connections();
+        let key = connection_key(local, peer);
+        if m.get(&key).is_some_and(|c| Arc::ptr_eq(&c.blast, blast)) {
+            m.remove(&key);
+        }
+    }
+
+    /// The live connection whose socket has addresses `local` (this
+    /// relay's) and `peer` (the node's).
+    pub fn connection(&self, local: SocketAddr, peer: SocketAddr) -> Option<LiveConnection> {
+        self.lock_connections()
+            .get(&connection_key(local, peer))
+            .cloned()
     }
 
     /// The pacer of peer `index`, if paced.

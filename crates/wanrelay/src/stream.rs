@@ -28,8 +28,9 @@ use tokio::net::{TcpSocket, TcpStream};
 use tracing::{debug, info};
 use wanproto::{Preamble, ReadOutcome, Reason, Reply, StreamId};
 
-use crate::rbudp::StreamBlast;
+use crate::rbudp::{BlastSwitch, StreamBlast};
 use crate::reason_label;
+use crate::relay::{LiveConnection, Relay};
 use crate::trunk::{StreamShared, Trunk};
 
 /// Buffer of each direction.
@@ -66,11 +67,51 @@ fn counters(trunk: &Trunk) -> Counters {
     }
 }
 
+/// A spliced connection's entry in the relay's registry (for kind-4 blast
+/// requests), removed when the splice ends.
+struct Registration {
+    relay: Arc<Relay>,
+    addrs: Option<(SocketAddr, SocketAddr)>,
+    blast: Arc<BlastSwitch>,
+}
+
+impl Registration {
+    fn new(trunk: &Arc<Trunk>, id: StreamId, sock: &TcpStream, blast: Arc<BlastSwitch>) -> Self {
+        let addrs = sock.local_addr().ok().zip(sock.peer_addr().ok());
+        if let Some((local, peer)) = addrs {
+            trunk.relay.register_connection(
+                local,
+                peer,
+                LiveConnection {
+                    trunk: trunk.clone(),
+                    stream: id,
+                    blast: blast.clone(),
+                },
+            );
+        }
+        Registration {
+            relay: trunk.relay.clone(),
+            addrs,
+            blast,
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some((local, peer)) = self.addrs {
+            self.relay.unregister_connection(local, peer, &self.blast);
+        }
+    }
+}
+
 /// Splices `sock` with stream `id` until both directions end or either
 /// side resets. `reply`: `sock` is a shim connection awaiting the reply;
 /// `initial`: bytes already read from `sock` (after the preamble);
 /// `blasts`: whether and how its bulk data to the peer goes by RBUDP
-/// ([`crate::rbudp::stream_policy`]).
+/// ([`crate::rbudp::stream_policy`]), until a kind-4 blast request for
+/// the connection changes it (the connection is registered with the
+/// relay meanwhile).
 pub async fn splice(
     trunk: Arc<Trunk>,
     id: StreamId,
@@ -84,10 +125,12 @@ pub async fn splice(
     let c = counters(&trunk);
     let sent = AtomicU64::new(0);
     let received = AtomicU64::new(0);
+    let switch = Arc::new(BlastSwitch::new(blasts));
+    let registration = Registration::new(&trunk, id, &sock, switch.clone());
     let outcome = {
         let (mut rd, mut wr) = sock.split();
         let up = to_wan(
-            &trunk, id, &shared, &mut rd, initial, blasts, &c.to_wan, &sent,
+            &trunk, id, &shared, &mut rd, initial, &switch, &c.to_wan, &sent,
         );
         let down = from_wan(&trunk, id, &shared, &mut wr, reply, &c.from_wan, &received);
         tokio::pin!(up, down);
@@ -113,6 +156,7 @@ pub async fn splice(
             }
         }
     };
+    drop(registration);
     let relay = &trunk.relay;
     let slot = trunk.slot_label();
     let peer = trunk.peer_name();
@@ -203,14 +247,17 @@ async fn to_wan(
     shared: &StreamShared,
     rd: &mut tokio::net::tcp::ReadHalf<'_>,
     initial: Vec<u8>,
-    bulk: Option<StreamBlast>,
+    switch: &BlastSwitch,
     counter: &AtomicU64,
     total: &AtomicU64,
 ) -> Result<(), Abort> {
-    // Streams that blast (crate::rbudp::stream_policy): bulk reads become
-    // blasts; `offset` counts the bytes written to the trunk stream, where
-    // the next blast is inserted.
+    // Streams that blast (crate::rbudp::stream_policy, or a kind-4 request
+    // since): bulk reads become blasts; `offset` counts the bytes written
+    // to the trunk stream, where the next blast is inserted. Every byte
+    // read before a blast has been written to the trunk (or blasted) when
+    // the setting is checked, so it may change at any read.
     let mut offset: u64 = 0;
+    let (mut version, mut bulk) = (0, switch.original());
     let mut out = initial;
     counter.fetch_add(out.len() as u64, Ordering::Relaxed);
     total.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -225,6 +272,7 @@ async fn to_wan(
         };
         counter.fetch_add(n as u64, Ordering::Relaxed);
         total.fetch_add(n as u64, Ordering::Relaxed);
+        switch.refresh(&mut version, &mut bulk);
         let Some(b) = bulk
             .as_ref()
             .filter(|_| n == CHUNK && shared.accepted.load(Ordering::Acquire))

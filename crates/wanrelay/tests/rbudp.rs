@@ -5,10 +5,12 @@
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wanproto::{Reason, Reply};
 
 const RBUDP: &str = "transport = \"rbudp\"\nrate = \"400Mbit\"\npayload = 1472\n";
 const RBUDP_LOSSY: &str =
@@ -603,4 +605,135 @@ async fn a_request_to_a_tcp_peer_goes_over_the_trunk_and_is_counted() {
         "{line:?}"
     );
     assert_eq!(w.b().log_text().matches(needle).count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_connection_is_upgraded_by_each_side_then_withdrawn() {
+    let w = world(WorldOptions {
+        rbudp: RBUDP_REQUESTED,
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    wait_rbudp_up(&w).await;
+    let dest = Dest::new("127.0.2.1").await;
+    // A plain (kind 1) connection, as MPICH opens them in MPI_Init.
+    let mut c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (mut s, _) = dest.accept().await;
+    exchange_open(&mut c, &mut s, 5_000_000, 1).await;
+    for (relay, peer) in [(&w.a, "b0"), (w.b(), "a0")] {
+        assert_eq!(blasted_bytes(relay, peer).await, (0.0, 0.0), "{peer}");
+    }
+    // Each node upgrades the direction its own relay sends: a's names the
+    // connection it opened through a0 (relay end: a0's inside listener),
+    // b's the one b0 delivered to it (relay end: b0's socket, its peer).
+    let request = Some((50_000_000, 1472));
+    let (c_relay, c_node) = (c.peer_addr().unwrap(), c.local_addr().unwrap());
+    let (s_relay, s_node) = (s.peer_addr().unwrap(), s.local_addr().unwrap());
+    assert_eq!(c_relay, w.a.inside);
+    let a_update = blast_update(w.a.inside, "127.0.1.1", c_relay, c_node, request);
+    assert_eq!(a_update.await, Reply::Ok);
+    let b_update = blast_update(w.b().inside, "127.0.2.1", s_relay, s_node, request);
+    assert_eq!(b_update.await, Reply::Ok);
+    assert_eq!(requests(&w.a, "b0", "update", "blasted").await, 1.0);
+    assert_eq!(requests(w.b(), "a0", "update", "blasted").await, 1.0);
+    const N: usize = 30 * 1000 * 1000;
+    let secs = exchange_open(&mut c, &mut s, N, 10).await;
+    println!("30 MB each way on an upgraded connection, 3 % loss: {secs:.2} s");
+    let mut upgraded = Vec::new();
+    for (relay, peer) in [(&w.a, "b0"), (w.b(), "a0")] {
+        let (to_wan, from_wan) = blasted_bytes(relay, peer).await;
+        assert!(
+            to_wan >= 0.8 * N as f64 && from_wan >= 0.8 * N as f64,
+            "{peer}: blasted {to_wan} out, {from_wan} in\n{}",
+            relay.scrape().await
+        );
+        upgraded.push((to_wan, from_wan));
+    }
+    // Withdrawn on both sides: back to the policy the connection opened
+    // with ("requested", no request: the trunk).
+    let a_withdraw = blast_update(w.a.inside, "127.0.1.1", c_relay, c_node, None);
+    assert_eq!(a_withdraw.await, Reply::Ok);
+    let b_withdraw = blast_update(w.b().inside, "127.0.2.1", s_relay, s_node, None);
+    assert_eq!(b_withdraw.await, Reply::Ok);
+    assert_eq!(requests(&w.a, "b0", "update", "withdrawn").await, 1.0);
+    assert_eq!(requests(w.b(), "a0", "update", "withdrawn").await, 1.0);
+    exchange_open(&mut c, &mut s, 10_000_000, 20).await;
+    let after = [
+        blasted_bytes(&w.a, "b0").await,
+        blasted_bytes(w.b(), "a0").await,
+    ];
+    assert_eq!(upgraded, after, "bulk data blasted after the withdrawal");
+    // The connection still ends normally.
+    exchange(c, s, 1_000_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blast_request_for_an_open_connection_must_name_one_of_the_nodes_own() {
+    // A tcp peer: requests are accepted but cannot be honoured.
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (s, _) = dest.accept().await;
+    let (relay_end, node_end) = (c.peer_addr().unwrap(), c.local_addr().unwrap());
+    let request = Some((1_000_000, 1472));
+    let update = |src: &'static str, relay_end, node_end, request| {
+        blast_update(w.a.inside, src, relay_end, node_end, request)
+    };
+    // No connection with these endpoints: another port of the node, or
+    // the relay end of another listener.
+    let other_port = SocketAddr::new(node_end.ip(), free_port(node_end.ip()));
+    assert_eq!(
+        update("127.0.1.1", relay_end, other_port, request).await,
+        Reply::Refused(Reason::NoSuchConnection)
+    );
+    assert_eq!(
+        update("127.0.1.1", w.a.metrics, node_end, request).await,
+        Reply::Refused(Reason::NoSuchConnection)
+    );
+    // Another node cannot change this node's connection.
+    assert_eq!(
+        update("127.0.1.2", relay_end, node_end, request).await,
+        Reply::Refused(Reason::SourceMismatch)
+    );
+    // Rate 0 with a payload is malformed (a withdrawal has payload 0).
+    assert_eq!(
+        update("127.0.1.1", relay_end, node_end, Some((0, 1472))).await,
+        Reply::Refused(Reason::Protocol)
+    );
+    let page = w.a.scrape().await;
+    for (reason, n) in [
+        ("no_such_connection", 2.0),
+        ("source_mismatch", 1.0),
+        ("protocol", 1.0),
+    ] {
+        let series = format!("wanrelay_inside_refused_total{{reason=\"{reason}\"}}");
+        assert_eq!(metric(&page, &series), Some(n), "{series}\n{page}");
+    }
+    // Its own connection: ok, counted no_rbudp (the peer is tcp), logged once.
+    assert_eq!(
+        update("127.0.1.1", relay_end, node_end, request).await,
+        Reply::Ok
+    );
+    assert_eq!(requests(&w.a, "b0", "update", "no_rbudp").await, 1.0);
+    assert!(
+        w.a.wait_log(
+            "blast requests to this peer are ignored",
+            Duration::from_secs(2)
+        )
+        .await
+    );
+    // The connection is unaffected, and once it has ended it is no longer
+    // found.
+    exchange(c, s, 2_000_000).await;
+    let t0 = Instant::now();
+    loop {
+        match update("127.0.1.1", relay_end, node_end, None).await {
+            Reply::Refused(Reason::NoSuchConnection) => break,
+            Reply::Ok if t0.elapsed() < Duration::from_secs(5) => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            other => panic!("a closed connection is still found: {other:?}"),
+        }
+    }
 }

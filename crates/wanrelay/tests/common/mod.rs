@@ -450,6 +450,48 @@ pub async fn open_ok_with_blast(
     s
 }
 
+/// Sends a kind-4 preamble (a blast request for the open connection
+/// `relay_end` <-> `node_end`, or its withdrawal for `None`), its 64 bytes
+/// written by hand from docs/wanproto.md, on a new connection from
+/// `src_ip` to relay `inside`; the relay's reply.
+pub async fn blast_update(
+    inside: SocketAddr,
+    src_ip: &str,
+    relay_end: SocketAddr,
+    node_end: SocketAddr,
+    request: Option<(u64, u16)>,
+) -> Reply {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(ip(src_ip), 0)).unwrap();
+    let mut s = sock.connect(inside).await.unwrap();
+    let (IpAddr::V4(d), IpAddr::V4(a)) = (relay_end.ip(), node_end.ip()) else {
+        panic!("IPv4 only");
+    };
+    let mut msg = vec![0x57, 0x53, 0x48, 0x50, 1, 4, 0, 0, 4, 4];
+    msg.extend_from_slice(&relay_end.port().to_be_bytes());
+    msg.extend_from_slice(&node_end.port().to_be_bytes());
+    msg.extend_from_slice(&[0, 0]);
+    msg.extend_from_slice(&d.octets());
+    msg.extend_from_slice(&[0; 12]);
+    msg.extend_from_slice(&a.octets());
+    msg.extend_from_slice(&[0; 12]);
+    let (rate, payload) = request.unwrap_or((0, 0));
+    msg.extend_from_slice(&rate.to_be_bytes());
+    msg.extend_from_slice(&payload.to_be_bytes());
+    msg.extend_from_slice(&[0; 6]);
+    assert_eq!(msg.len(), 64);
+    s.write_all(&msg).await.unwrap();
+    let reply = read_reply(&mut s).await;
+    // The relay closes the control connection after its reply.
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+        .await
+        .expect("control connection closed after the reply")
+        .unwrap();
+    assert!(rest.is_empty(), "bytes after the reply: {rest:?}");
+    reply
+}
+
 pub async fn read_reply(s: &mut TcpStream) -> Reply {
     let mut r = [0u8; 4];
     tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut r))
@@ -488,6 +530,36 @@ pub async fn exchange(c: tokio::net::TcpStream, s: tokio::net::TcpStream, n: usi
     tokio::time::timeout(Duration::from_secs(120), exchange_inner(c, s, n))
         .await
         .expect("the exchange finished within 120 s")
+}
+
+/// `n` bytes each way at once on two connections that stay open (no
+/// half-close), both directions checked byte for byte; the seconds it
+/// took (at most 120). `seed` varies the bytes between calls.
+pub async fn exchange_open(c: &mut TcpStream, s: &mut TcpStream, n: usize, seed: u64) -> f64 {
+    let t0 = Instant::now();
+    let run = async {
+        let (mut cr, mut cw) = c.split();
+        let (mut sr, mut sw) = s.split();
+        let up = pattern(seed, n);
+        let down = pattern(seed + 1, n);
+        async fn read_n(r: &mut tokio::net::tcp::ReadHalf<'_>, n: usize) -> Vec<u8> {
+            let mut got = vec![0u8; n];
+            r.read_exact(&mut got).await.unwrap();
+            got
+        }
+        let (_, _, at_dest, at_client) = tokio::join!(
+            async { cw.write_all(&up).await.unwrap() },
+            async { sw.write_all(&down).await.unwrap() },
+            read_n(&mut sr, n),
+            read_n(&mut cr, n),
+        );
+        assert!(at_dest == up, "client -> destination bytes differ");
+        assert!(at_client == down, "destination -> client bytes differ");
+    };
+    tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the exchange finished within 120 s");
+    t0.elapsed().as_secs_f64()
 }
 
 async fn exchange_inner(c: tokio::net::TcpStream, s: tokio::net::TcpStream, n: usize) -> f64 {
