@@ -318,7 +318,7 @@ def test_reply_reasons_map_to_the_documented_errno():
     out = lines(relaycheck("vectors", preload=False).stdout)
     expected = {0: "0", 1: "ECONNREFUSED", 2: "EHOSTUNREACH", 3: "ETIMEDOUT", 4: "ECONNREFUSED", 5: "EACCES",
                 6: "ENETUNREACH", 7: "ECONNRESET", 8: "EAGAIN", 9: "ECONNREFUSED", 10: "EPROTO", 11: "EPROTO",
-                12: "ECONNABORTED", 13: "EIO", 14: "EIO"}
+                12: "ECONNABORTED", 13: "EIO", 14: "ENOENT", 15: "EIO"}
     assert {int(k.split()[1]): v for k, v in out.items() if k.startswith("reply ")} == expected
 
 

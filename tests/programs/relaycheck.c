@@ -289,7 +289,7 @@ static int vectors(void)
     p[25] = 1;
     rc = ws_preamble_decode(p, WS_KIND_DELIVER, &d, &dl, &s, &sl, &why);
     printf("decode-padding %d %s\n", rc, why);
-    for (int r = 0; r <= 14; r++) {
+    for (int r = 0; r <= 15; r++) {
         uint8_t reply[4] = { 'W', 'R', 1, (uint8_t)r };
         int reason;
         printf("reply %d %s\n", r, err_name(ws_reply_errno(reply, &reason)));

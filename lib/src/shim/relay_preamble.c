@@ -214,7 +214,7 @@ static const struct { const char *name; int err; } reasons[] = {
     [7] = { "ConnectionReset", ECONNRESET },  [8] = { "Overloaded", EAGAIN },
     [9] = { "ShuttingDown", ECONNREFUSED },   [10] = { "Protocol", EPROTO },
     [11] = { "UnsupportedVersion", EPROTO },  [12] = { "TrunkLost", ECONNABORTED },
-    [13] = { "Internal", EIO },
+    [13] = { "Internal", EIO },               [14] = { "NoSuchConnection", ENOENT },
 };
 #define NREASON ((int)(sizeof reasons / sizeof reasons[0]))
 

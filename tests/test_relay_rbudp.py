@@ -1,0 +1,84 @@
+"""RBUDP through the relays with real MPI jobs (issue 7): rank pairs opt in with
+the WANMPI_UDP_PARAMS attribute (tests/programs/udpcheck.c) on a topology
+whose relays may blast (tests/topologies/rbudp-requested.toml: a public and
+a private cluster, 0.5 % loss on the WAN, `rbudp_streams = "requested"`).
+The relays' final counters (kept beside their logs by `wanmpi run`) show what
+crossed by UDP. MPICH opens its connections inside MPI_Init, so with it the
+put switches open connections (preamble kind 4); Open MPI connects later,
+with the request in the connect preamble (kind 3)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import MPIS, bring_up, program, wanmpi
+from wanmpi import net, relays
+
+MB32 = str(32 << 20)
+
+
+@pytest.fixture(scope="module")
+def lossy():
+    t = bring_up("tests/topologies/rbudp-requested.toml")
+    yield t
+    net.teardown(net.State.load())
+
+
+def counters(relay: str) -> dict[tuple[str, str], float]:
+    """name and labels -> value, from the relay's metrics at the end of the last job."""
+    out = {}
+    for line in (relays.LAST_LOGS / f"{relay}.metrics").read_text().splitlines():
+        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
+        if m:
+            out[(m.group(1), m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def total(c: dict, name: str, **labels: str) -> float:
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    return sum(v for (n, l), v in c.items() if n == name and all(w in l for w in want))
+
+
+def udpcheck(mpi: str, t, *args: str):
+    done = wanmpi("run", "--mpi", mpi, "-t", t.source, "-n", "4", "--timeout", "400",
+                  program(mpi, "udpcheck"), *args, timeout=460)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["check"] == "ok"
+    return result, done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_requested_pairs_blast_exact_data_over_a_lossy_wan(lossy, mpi):
+    result, stderr = udpcheck(mpi, lossy, "--udp", "60,1200", "--bytes", MB32, "--checks")
+    assert result["requested"] == 1 and result["checks"] == "ok"
+    # bad values were refused with messages that name them
+    for message in ("partner_rank 4 is not a rank of the communicator", "partner_rank 0 is the calling rank",
+                    "payload_size 63 is not 64..65507", "rate_mbps nan is not above 0", "NULL pointer"):
+        assert message in stderr, stderr[-3000:]
+    # every open connection was switched (MPICH connects inside MPI_Init, before the put)
+    assert "could not be switched" not in stderr, stderr[-3000:]
+    a, b = counters("a-relay0"), counters("b-relay0")
+    # both directions of both pairs went mostly by UDP (2 pairs x 32 MiB each way)
+    for c in (a, b):
+        blasted = total(c, "wanrelay_rbudp_stream_bytes_total", direction="to_wan")
+        assert blasted > 2 * (32 << 20) * 0.5, c
+        assert total(c, "wanrelay_rbudp_stream_bytes_total", direction="from_wan") > 2 * (32 << 20) * 0.5
+    # requests reached the relays as connect preambles (kind 3) or updates of open connections (kind 4)
+    requests = total(a, "wanrelay_rbudp_requests_total") + total(b, "wanrelay_rbudp_requests_total")
+    assert requests >= 4 and total(a, "wanrelay_rbudp_requests_total", outcome="no_rbudp") == 0, (a, b)
+    # the WAN lost datagrams, and the blasts resent them
+    resent = total(a, "wanrelay_rbudp_datagrams_total", kind="resent") + \
+        total(b, "wanrelay_rbudp_datagrams_total", kind="resent")
+    assert resent > 0, (a, b)
+
+
+def test_pairs_that_do_not_ask_stay_on_tcp(lossy):
+    result, _ = udpcheck("openmpi", lossy, "--bytes", MB32, "--checks")
+    assert result["requested"] == 0
+    for relay in ("a-relay0", "b-relay0"):
+        c = counters(relay)
+        assert total(c, "wanrelay_rbudp_stream_bytes_total") == 0, c
+        assert total(c, "wanrelay_stream_bytes_total") > 2 * (32 << 20)
