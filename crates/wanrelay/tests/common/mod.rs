@@ -414,6 +414,29 @@ pub async fn connect_via(
     s
 }
 
+/// A 64-byte preamble of `kind` 3 or 4 (IPv4 endpoints `dst`, `src`, then
+/// the blast extension), written by hand from docs/wanproto.md section 1
+/// rather than with wanproto's encoder, so the tests check the documented
+/// bytes.
+fn hand_preamble(kind: u8, dst: SocketAddr, src: SocketAddr, rate: u64, payload: u16) -> Vec<u8> {
+    let (IpAddr::V4(d), IpAddr::V4(a)) = (dst.ip(), src.ip()) else {
+        panic!("IPv4 only");
+    };
+    let mut msg = vec![0x57, 0x53, 0x48, 0x50, 1, kind, 0, 0, 4, 4];
+    msg.extend_from_slice(&dst.port().to_be_bytes());
+    msg.extend_from_slice(&src.port().to_be_bytes());
+    msg.extend_from_slice(&[0, 0]);
+    msg.extend_from_slice(&d.octets());
+    msg.extend_from_slice(&[0; 12]);
+    msg.extend_from_slice(&a.octets());
+    msg.extend_from_slice(&[0; 12]);
+    msg.extend_from_slice(&rate.to_be_bytes());
+    msg.extend_from_slice(&payload.to_be_bytes());
+    msg.extend_from_slice(&[0; 6]);
+    assert_eq!(msg.len(), 64);
+    msg
+}
+
 /// Connects from `src_ip` to relay `inside` asking for `dst` with a
 /// kind-3 connect preamble (a blast request for `rate` bytes/s and
 /// `payload`-byte datagrams), its 64 bytes written by hand from
@@ -430,22 +453,9 @@ pub async fn open_ok_with_blast(
     let mut s = sock.connect(inside).await.unwrap();
     s.set_nodelay(true).unwrap();
     let src = s.local_addr().unwrap();
-    let (IpAddr::V4(d), IpAddr::V4(a)) = (dst.ip(), src.ip()) else {
-        panic!("IPv4 only");
-    };
-    let mut msg = vec![0x57, 0x53, 0x48, 0x50, 1, 3, 0, 0, 4, 4];
-    msg.extend_from_slice(&dst.port().to_be_bytes());
-    msg.extend_from_slice(&src.port().to_be_bytes());
-    msg.extend_from_slice(&[0, 0]);
-    msg.extend_from_slice(&d.octets());
-    msg.extend_from_slice(&[0; 12]);
-    msg.extend_from_slice(&a.octets());
-    msg.extend_from_slice(&[0; 12]);
-    msg.extend_from_slice(&rate.to_be_bytes());
-    msg.extend_from_slice(&payload.to_be_bytes());
-    msg.extend_from_slice(&[0; 6]);
-    assert_eq!(msg.len(), 64);
-    s.write_all(&msg).await.unwrap();
+    s.write_all(&hand_preamble(3, dst, src, rate, payload))
+        .await
+        .unwrap();
     assert_eq!(read_reply(&mut s).await, Reply::Ok);
     s
 }
@@ -464,23 +474,10 @@ pub async fn blast_update(
     let sock = TcpSocket::new_v4().unwrap();
     sock.bind(SocketAddr::new(ip(src_ip), 0)).unwrap();
     let mut s = sock.connect(inside).await.unwrap();
-    let (IpAddr::V4(d), IpAddr::V4(a)) = (relay_end.ip(), node_end.ip()) else {
-        panic!("IPv4 only");
-    };
-    let mut msg = vec![0x57, 0x53, 0x48, 0x50, 1, 4, 0, 0, 4, 4];
-    msg.extend_from_slice(&relay_end.port().to_be_bytes());
-    msg.extend_from_slice(&node_end.port().to_be_bytes());
-    msg.extend_from_slice(&[0, 0]);
-    msg.extend_from_slice(&d.octets());
-    msg.extend_from_slice(&[0; 12]);
-    msg.extend_from_slice(&a.octets());
-    msg.extend_from_slice(&[0; 12]);
     let (rate, payload) = request.unwrap_or((0, 0));
-    msg.extend_from_slice(&rate.to_be_bytes());
-    msg.extend_from_slice(&payload.to_be_bytes());
-    msg.extend_from_slice(&[0; 6]);
-    assert_eq!(msg.len(), 64);
-    s.write_all(&msg).await.unwrap();
+    s.write_all(&hand_preamble(4, relay_end, node_end, rate, payload))
+        .await
+        .unwrap();
     let reply = read_reply(&mut s).await;
     // The relay closes the control connection after its reply.
     let mut rest = Vec::new();
