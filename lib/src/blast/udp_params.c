@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/network.h"
 #include "../common/settings.h"
 #include "../../include/wanmpi.h"
 #include "../../include/wanshim.h"
@@ -138,7 +139,6 @@ static int rank_address(int rank, struct sockaddr_storage *out, socklen_t *len)
     while (*s) {
         const char *end = s + strcspn(s, ",");
         const char *star = memchr(s, '*', (size_t)(end - s));
-        char ip[INET6_ADDRSTRLEN];
         size_t iplen = (size_t)((star ? star : end) - s);
         long count = 1;
         if (star) {
@@ -148,26 +148,8 @@ static int rank_address(int rank, struct sockaddr_storage *out, socklen_t *len)
             if (errno || stop != end || count < 1)
                 return -1;
         }
-        if (iplen == 0 || iplen >= sizeof ip)
-            return -1;
-        memcpy(ip, s, iplen);
-        ip[iplen] = '\0';
-        if (rank < first + count) {
-            memset(out, 0, sizeof *out);
-            struct sockaddr_in *a4 = (struct sockaddr_in *)out;
-            struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)out;
-            if (inet_pton(AF_INET, ip, &a4->sin_addr) == 1) {
-                a4->sin_family = AF_INET;
-                *len = sizeof *a4;
-                return 0;
-            }
-            if (inet_pton(AF_INET6, ip, &a6->sin6_addr) == 1) {
-                a6->sin6_family = AF_INET6;
-                *len = sizeof *a6;
-                return 0;
-            }
-            return -1;
-        }
+        if (rank < first + count)
+            return wm_address_parse(s, iplen, out, len);
         first += count;
         s = *end ? end + 1 : end;
     }

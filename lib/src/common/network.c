@@ -1,6 +1,7 @@
 #include "network.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,4 +34,31 @@ int wm_network_parse(const char *s, size_t len, struct wm_network *out)
 const char *wm_network_problem(int code)
 {
     return code == BAD_PREFIX ? "has a bad prefix length" : "is not an IPv4 network";
+}
+
+int wm_address_parse(const char *s, size_t n, struct sockaddr_storage *out, socklen_t *len)
+{
+    char text[INET6_ADDRSTRLEN + 2];
+    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+        s++;
+        n -= 2;
+    }
+    if (n == 0 || n >= sizeof text)
+        return -1;
+    memcpy(text, s, n);
+    text[n] = 0;
+    memset(out, 0, sizeof *out);
+    struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+    if (inet_pton(AF_INET, text, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        *len = sizeof *s4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, text, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        *len = sizeof *s6;
+        return 0;
+    }
+    return -1;
 }

@@ -1,11 +1,13 @@
 /* IPv4 networks as the cluster map writes them ("198.18.0.0/24", or a host
- * "10.1.0.3" = /32). MPI-free: libwanmpi and libwanshim both parse
- * WANMPI_CLUSTER_MAP with it, and each reports errors its own way. */
+ * "10.1.0.3" = /32), and single IP addresses (the relays' and the ranks'
+ * nodes). MPI-free: libwanmpi and libwanshim both parse their settings with
+ * it, and each reports errors its own way. */
 #ifndef WANMPI_NETWORK_H
 #define WANMPI_NETWORK_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 struct wm_network {
     uint32_t net, mask;         /* network byte order; net is already masked */
@@ -17,5 +19,9 @@ struct wm_network {
 int wm_network_parse(const char *s, size_t len, struct wm_network *out);
 /* "is not an IPv4 network", "has a bad prefix length". */
 const char *wm_network_problem(int code);
+
+/* One IP address, "1.2.3.4", "::1" or "[::1]" (the `n` characters at `s`),
+ * into `out` (port 0). 0, or -1 if it is not one. */
+int wm_address_parse(const char *s, size_t n, struct sockaddr_storage *out, socklen_t *len);
 
 #endif

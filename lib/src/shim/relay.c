@@ -32,6 +32,7 @@
 #define _GNU_SOURCE
 #include "shim.h"
 #include "relay.h"
+#include "../common/network.h"
 #include "../common/settings.h"
 
 #include <arpa/inet.h>
@@ -108,34 +109,6 @@ static void relaying_off(const char *name, const char *value, const char *fmt, .
     nrelay = nsource = 0;
 }
 
-/* "1.2.3.4" or "::1" / "[::1]" into `out`; 0 or -1. */
-static int parse_ip(const char *s, size_t n, struct sockaddr_storage *out, socklen_t *len)
-{
-    char text[INET6_ADDRSTRLEN + 2];
-    if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
-        s++;
-        n -= 2;
-    }
-    if (n == 0 || n >= sizeof text)
-        return -1;
-    memcpy(text, s, n);
-    text[n] = 0;
-    memset(out, 0, sizeof *out);
-    struct sockaddr_in *s4 = (struct sockaddr_in *)out;
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
-    if (inet_pton(AF_INET, text, &s4->sin_addr) == 1) {
-        s4->sin_family = AF_INET;
-        *len = sizeof *s4;
-        return 0;
-    }
-    if (inet_pton(AF_INET6, text, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        *len = sizeof *s6;
-        return 0;
-    }
-    return -1;
-}
-
 /* "1.2.3.4:7000" or "[::1]:7000"; 0 or -1. */
 static int parse_endpoint(const char *s, size_t n, struct sockaddr_storage *out, socklen_t *len)
 {
@@ -155,7 +128,7 @@ static int parse_endpoint(const char *s, size_t n, struct sockaddr_storage *out,
         if (*p < '0' || *p > '9' || (port = port * 10 + (*p - '0')) > 65535)
             return -1;
     }
-    if (port == 0 || parse_ip(s, (size_t)(colon - s), out, len) != 0)
+    if (port == 0 || wm_address_parse(s, (size_t)(colon - s), out, len) != 0)
         return -1;
     uint16_t net = htons((uint16_t)port);
     if (out->ss_family == AF_INET)
@@ -212,7 +185,7 @@ static int add_source(const char *s, size_t n, void *arg)
     snprintf(bad_item, sizeof bad_item, "%.*s", (int)n, s);
     struct sockaddr_storage a;
     socklen_t len;
-    if (nsource == WS_MAX_RELAY_SOURCES || parse_ip(s, n, &a, &len) != 0)
+    if (nsource == WS_MAX_RELAY_SOURCES || wm_address_parse(s, n, &a, &len) != 0)
         return -1;
     sources[nsource].len = ws_host_bytes((struct sockaddr *)&a, len, sources[nsource].host);
     nsource++;
