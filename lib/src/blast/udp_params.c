@@ -53,6 +53,7 @@ struct active {
 };
 static struct active *actives;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int finalizing;      /* MPI_Finalize deletes every attribute: nothing to withdraw then */
 
 static uint64_t bytes_per_s(double mbps)
 {
@@ -83,7 +84,7 @@ static int udp_delete(MPI_Comm comm, int keyval, void *value, void *extra)
     for (struct active *a = actives; a; a = a->next)
         if (same_node(a, gone))
             other = a;
-    wanshim_request_blast_fn *request = shim_request();
+    wanshim_request_blast_fn *request = finalizing ? NULL : shim_request();
     if (request)
         request((struct sockaddr *)&gone->node, gone->node_len,
                 other ? bytes_per_s(other->params.rate_mbps) : 0,
@@ -112,6 +113,11 @@ int wm_udp_init(void)
                                          "(WANMPI_RANK_ADDRESSES, set by `wanmpi run`, is missing or does "
                                          "not list it)");
     return MPI_SUCCESS;
+}
+
+void wm_udp_finalizing(void)
+{
+    finalizing = 1;
 }
 
 int wm_udp_ours(int keyval)

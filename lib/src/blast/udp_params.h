@@ -13,5 +13,9 @@ int wm_udp_ours(int keyval);
  * asks the shim, and stores a copy in the MPI library (get answers from it;
  * delete and MPI_Comm_free withdraw the request). */
 int wm_udp_put(MPI_Comm comm, const void *attribute_val);
+/* Called just before PMPI_Finalize: the attributes it deletes free their
+ * values without withdrawing requests from connections about to close
+ * (each withdrawal would cost a round trip to a relay). */
+void wm_udp_finalizing(void);
 
 #endif

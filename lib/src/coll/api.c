@@ -23,6 +23,7 @@
 #include "../common/log.h"
 #include "../common/settings.h"
 #include "wanmpi_internal.h"
+#include "../blast/udp_params.h"
 #include "../../include/wanmpi.h"
 
 static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum wm_alg *alg)
@@ -277,6 +278,7 @@ int wm_finalize(void)
 {
     wm_stats_write();
     wm_comm_release_all();
+    wm_udp_finalizing();
     return PMPI_Finalize();
 }
 
