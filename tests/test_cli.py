@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import program, wanmpi
-from wanmpi import net
+from conftest import REPO, WANMPI, program, wanmpi
+from wanmpi import launch, net
 
 
 @pytest.mark.parametrize("args, message", [
@@ -46,6 +49,27 @@ def test_missing_subcommand_and_unknown_option_exit_non_zero():
     assert wanmpi().returncode == 2
     done = wanmpi("run", "--bogus", "-n", "2", "/bin/true")
     assert done.returncode == 2 and "unrecognized arguments" in done.stderr
+
+
+def test_sigterm_ends_a_bench_and_removes_its_testbed():
+    if net.State.load() is not None:
+        pytest.skip("a testbed is up; the bench would put it back")
+    bench = subprocess.Popen([*WANMPI, "bench", "relay", "--parts", "latency", "--mpis", "openmpi", "--delays", "0",
+                              "--reps", "5"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while net.State.load() is None and time.monotonic() < deadline and bench.poll() is None:
+            time.sleep(0.2)
+        assert net.State.load() is not None, "the bench never brought its testbed up"
+        time.sleep(3)                       # into the first jobs, relays running
+        bench.send_signal(signal.SIGTERM)
+        out, err = bench.communicate(timeout=120)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert bench.returncode == launch.EXIT_INTERRUPTED, out + err
+    assert net.State.load() is None and net.existing_namespaces() == [], err[-2000:]
 
 
 def test_demo_runs_pingpong_and_collectives_and_cleans_up():

@@ -20,6 +20,9 @@ class CliError(RuntimeError):
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `wanmpi ... | head` ends quietly
+    # SIGTERM ends a command as Ctrl-C does: its cleanup runs (a bench puts the
+    # testbed back, relays and namespaces it made are removed)
+    signal.signal(signal.SIGTERM, interrupted)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):
@@ -33,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return launch.EXIT_INTERRUPTED
+
+
+def interrupted(_signum, _frame):
+    raise KeyboardInterrupt
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -277,7 +277,9 @@ def built_with(program: str) -> str | None:
 # ---- running ----------------------------------------------------------------
 def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=None) -> int:
     """Run the job to completion; return its exit status. Nothing survives it.
-    stdout: where the job's standard output goes (default: ours)."""
+    stdout: where the job's standard output goes (default: ours). SIGINT or
+    SIGTERM while it runs stops the job (and its relays) and then raises
+    KeyboardInterrupt, so the caller's own cleanup runs too."""
     problem = launcher.missing()
     if problem:
         raise LaunchError(problem)
@@ -358,6 +360,10 @@ def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set)
         for s, handler in previous.items():
             signal.signal(s, handler)
         job.hostfile.unlink(missing_ok=True)
+    if interrupted:
+        # the job is gone; the interrupt ends the caller too (a bench, the demo),
+        # whose own cleanup then runs; `wanmpi run` exits with EXIT_INTERRUPTED
+        raise KeyboardInterrupt
     return status
 
 
