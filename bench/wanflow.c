@@ -1,10 +1,12 @@
 /* wanflow: aggregate throughput between the two halves of the job.
  *
- * Usage: wanflow [--bytes N] [--chunk N]
+ * Usage: wanflow [--bytes N] [--chunk N] [--window W]
  * Rank r of the first half sends N bytes (default 16 MB) to rank r + size/2
  * of the second half, all pairs at once, in messages of --chunk bytes
- * (default 1 MiB); placed block-wise, the halves are two clusters and every
- * pair crosses the WAN. Each receiver checks every byte (a pattern of its
+ * (default 1 MiB), W of them in flight (default 4: MPI_Isend / MPI_Irecv on
+ * a ring of W buffers, so the rendezvous round trip of each large message
+ * does not idle the path; 1 = blocking MPI_Send / MPI_Recv); placed
+ * block-wise, the halves are two clusters and every pair crosses the WAN. Each receiver checks every byte (a pattern of its
  * sender and offset). Rank 0 prints one JSON line:
  *   {"bench": "wanflow", "pairs": P, "bytes": N, "seconds": S,
  *    "aggregate_mbit": total bits / S / 1e6, "slowest_pair_mbit": ...,
@@ -30,31 +32,37 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    long bytes = 16 * 1000 * 1000, chunk = 1 << 20;
+    long bytes = 16 * 1000 * 1000, chunk = 1 << 20, window = 4;
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && !strcmp(argv[i], "--bytes"))
             bytes = atol(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--chunk"))
             chunk = atol(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--window"))
+            window = atol(argv[++i]);
         else {
             if (rank == 0)
-                fprintf(stderr, "wanflow: unknown argument %s (usage: wanflow [--bytes N] [--chunk N])\n", argv[i]);
+                fprintf(stderr, "wanflow: unknown argument %s (usage: wanflow [--bytes N] [--chunk N] "
+                                "[--window W])\n", argv[i]);
             MPI_Finalize();
             return 2;
         }
     }
-    if (size < 2 || size % 2 || bytes < 1 || chunk < 1 || chunk > (1L << 30)) {
+    if (size < 2 || size % 2 || bytes < 1 || chunk < 1 || chunk > (1L << 30) || window < 1 || window > 64) {
         if (rank == 0)
-            fprintf(stderr, "wanflow: needs an even number of ranks (got %d), --bytes >= 1 and 1 <= --chunk <= 1 GiB\n",
-                    size);
+            fprintf(stderr, "wanflow: needs an even number of ranks (got %d), --bytes >= 1, 1 <= --chunk <= 1 GiB "
+                            "and 1 <= --window <= 64\n", size);
         MPI_Finalize();
         return 2;
     }
     int half = size / 2, sender = rank < half;
     int partner = sender ? rank + half : rank - half;
-    unsigned char *buf = malloc((size_t)chunk);
-    if (!buf)
+    unsigned char *buf = malloc((size_t)(chunk * window));
+    MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)window);
+    if (!buf || !req)
         MPI_Abort(MPI_COMM_WORLD, 2);
+    for (long w = 0; w < window; w++)
+        req[w] = MPI_REQUEST_NULL;
     int ok = 1;
     /* warm up: every pair's connection is open before the clock starts */
     char token = 0;
@@ -64,18 +72,33 @@ int main(int argc, char **argv)
         MPI_Recv(&token, 1, MPI_CHAR, partner, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (long off = 0; off < bytes; off += chunk) {
-        long n = bytes - off < chunk ? bytes - off : chunk;
+    /* message i uses buffer slot i mod window; messages of one pair and tag
+     * match in order, so receive slot order is send order */
+    long messages = (bytes + chunk - 1) / chunk;
+    for (long i = 0; i < messages + (sender ? 0 : window); i++) {
+        long slot = i % window;
+        unsigned char *b = buf + slot * chunk;
         if (sender) {
+            long off = i * chunk, n = bytes - off < chunk ? bytes - off : chunk;
+            MPI_Wait(&req[slot], MPI_STATUS_IGNORE);        /* the slot's previous send is done */
             for (long k = 0; k < n; k++)
-                buf[k] = byte_at(rank, off + k);
-            MPI_Send(buf, (int)n, MPI_BYTE, partner, 2, MPI_COMM_WORLD);
+                b[k] = byte_at(rank, off + k);
+            MPI_Isend(b, (int)n, MPI_BYTE, partner, 2, MPI_COMM_WORLD, &req[slot]);
         } else {
-            MPI_Recv(buf, (int)n, MPI_BYTE, partner, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            for (long k = 0; k < n && ok; k++)
-                ok = buf[k] == byte_at(partner, off + k);
+            long done = i - window;                          /* the message this slot held */
+            if (done >= 0) {
+                long off = done * chunk, n = bytes - off < chunk ? bytes - off : chunk;
+                MPI_Wait(&req[slot], MPI_STATUS_IGNORE);
+                for (long k = 0; k < n && ok; k++)
+                    ok = b[k] == byte_at(partner, off + k);
+            }
+            if (i < messages) {
+                long off = i * chunk, n = bytes - off < chunk ? bytes - off : chunk;
+                MPI_Irecv(b, (int)n, MPI_BYTE, partner, 2, MPI_COMM_WORLD, &req[slot]);
+            }
         }
     }
+    MPI_Waitall((int)window, req, MPI_STATUSES_IGNORE);
     double mine = sender ? 0.0 : MPI_Wtime() - t0;
     double rate = sender ? 0.0 : 8.0 * (double)bytes / mine / 1e6;
     double slowest, sum_of_rates;
@@ -91,6 +114,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     free(buf);
+    free(req);
     MPI_Finalize();
     return all_ok || rank != 0 ? 0 : 3;
 }

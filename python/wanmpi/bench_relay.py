@@ -17,7 +17,8 @@ Parts (`--parts`, all by default):
            process = (relayed - direct) / 4 - network. At 0 ms only (whatever
            --delays): microseconds are lost in the emulator's jitter at 10 ms.
   trunks   wanflow (bench/wanflow.c): every node of one cluster streams to
-           its partner in the other at once; direct, and through 1, 2 and 4
+           its partner in the other at once (1 MiB messages, 4 in flight per
+           pair, so MPI's rendezvous round trip does not idle the path); direct, and through 1, 2 and 4
            relay pairs whose NICs (`--relay-nic`, default a quarter of the
            WAN rate) are slower than the WAN, against the bound min(N x relay
            NIC, WAN rate); `--flow-bytes` per pair (default 64 MB, long
