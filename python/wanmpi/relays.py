@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import net, paths
+from . import emulator, net, paths
 from .topo import Relay, Topology
 
 METRICS_PORT = 9464
@@ -35,12 +35,21 @@ LAST_LOGS = paths.STATE_DIR / "relay-logs"       # the last job's relays: <name>
 START_TIMEOUT_S = 15.0          # every trunk authenticated within this
 PACING_SHARE = 0.95             # "auto" pacing: this share of the bottleneck
 # Relay nodes stand for machines of their own; on the testbed their processes
-# share two cores with the ranks, the launchers and the emulator. Real-time
-# priority 1 (below the emulator's 50, ARCHITECTURE.md "Testbed fidelity")
-# keeps a relay from waiting behind them. Measured at 0 ms, 3 alternating
-# runs each, median latency added per relay: MPICH 28.1 -> 17.0 us, Open MPI
-# 17.5 -> 17.6 us (docs/benchmarks.md, "Relays against direct connections").
-RELAY_PRIORITY = ["chrt", "-f", "1"]
+# share two cores with the ranks, the launchers and the emulator. They run at
+# real-time priority 1 (below the emulator's 50, ARCHITECTURE.md "Testbed
+# fidelity"), so they never wait behind ranks or launchers, and off the
+# emulator's CPU, where they would wait behind its real-time releases.
+# Measured at 0 ms, 3 alternating runs each, median latency added per relay
+# (docs/benchmarks.md, "Relays against direct connections"): normal priority
+# 17.5 us (Open MPI) / 28.1 us (MPICH); real-time 17.6 / 17.0 us (another
+# series: 14.2 / 23.4 us); real-time off the emulator's CPU 10.4 / 5.7 us.
+def relay_launch() -> list[str]:
+    """The command prefix a relay process starts with."""
+    prefix = ["chrt", "-f", "1"]
+    cpu = emulator.cpu()
+    if cpu:                       # every CPU but the emulator's (the last)
+        prefix = ["taskset", "-c", f"0-{cpu - 1}", *prefix]
+    return prefix
 TRUNK_UP = re.compile(r'^wanrelay_trunk_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
 RBUDP_UP = re.compile(r'^wanrelay_rbudp_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
 
@@ -183,7 +192,7 @@ class RelaySet:
             conf.write_text(json.dumps(config(self.topo, relay, key), indent=1))
             log = self.dir / f"{relay.name}.log"
             with open(log, "w") as out:
-                proc = subprocess.Popen(net.in_netns(relay.netns, [*RELAY_PRIORITY, str(paths.WANRELAY),
+                proc = subprocess.Popen(net.in_netns(relay.netns, [*relay_launch(), str(paths.WANRELAY),
                                                                    "--config", str(conf)]),
                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                         start_new_session=True)
