@@ -34,6 +34,10 @@ METRICS_PORT = 9464
 LAST_LOGS = paths.STATE_DIR / "relay-logs"       # the last job's relays: <name>.log, <name>.metrics
 START_TIMEOUT_S = 15.0          # every trunk authenticated within this
 PACING_SHARE = 0.95             # "auto" pacing: this share of the bottleneck
+TRUNK_UP = re.compile(r'^wanrelay_trunk_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
+RBUDP_UP = re.compile(r'^wanrelay_rbudp_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
+
+
 # Relay nodes stand for machines of their own; on the testbed their processes
 # share two cores with the ranks, the launchers and the emulator. They run at
 # real-time priority 1 (below the emulator's 50, ARCHITECTURE.md "Testbed
@@ -50,8 +54,6 @@ def relay_launch() -> list[str]:
     if cpu:                       # every CPU but the emulator's (the last)
         prefix = ["taskset", "-c", f"0-{cpu - 1}", *prefix]
     return prefix
-TRUNK_UP = re.compile(r'^wanrelay_trunk_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
-RBUDP_UP = re.compile(r'^wanrelay_rbudp_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
 
 
 class RelayError(RuntimeError):
