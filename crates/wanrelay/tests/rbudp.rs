@@ -23,15 +23,7 @@ async fn bulk_goes_by_udp_blasts_exact_both_ways_despite_loss() {
         ..Default::default()
     });
     w.wait_trunks(1).await;
-    assert!(
-        w.a.wait_metric(
-            "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"} 1",
-            Duration::from_secs(5)
-        )
-        .await,
-        "{}",
-        w.a.log_text()
-    );
+    wait_rbudp_up(&w).await;
     let dest = Dest::new("127.0.2.1").await;
     let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
     let (s, _) = dest.accept().await;
@@ -103,13 +95,7 @@ async fn small_messages_stay_on_the_trunk_and_bulk_goes_by_udp() {
         ..Default::default()
     });
     w.wait_trunks(1).await;
-    assert!(
-        w.a.wait_metric(
-            "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"} 1",
-            Duration::from_secs(5)
-        )
-        .await
-    );
+    wait_rbudp_up(&w).await;
     let dest = Dest::new("127.0.2.1").await;
     let addr = dest.addr;
     let echo = dest.echo();
@@ -276,13 +262,7 @@ async fn a_stalled_destination_holding_the_window_does_not_stall_another_stream(
         ..Default::default()
     });
     w.wait_trunks(1).await;
-    assert!(
-        w.a.wait_metric(
-            "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"} 1",
-            Duration::from_secs(5)
-        )
-        .await
-    );
+    wait_rbudp_up(&w).await;
     let stalled = Dest::new("127.0.2.1").await;
     let busy = Dest::new("127.0.2.1").await;
     let busy_addr = busy.addr;
@@ -382,13 +362,7 @@ async fn a_destination_reset_during_bulk_frees_every_blast() {
         ..Default::default()
     });
     w.wait_trunks(1).await;
-    assert!(
-        w.a.wait_metric(
-            "wanrelay_rbudp_up{peer=\"b0\",trunk=\"0\"} 1",
-            Duration::from_secs(5)
-        )
-        .await
-    );
+    wait_rbudp_up(&w).await;
     let dest = Dest::new("127.0.2.1").await;
     let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
     let (mut s, _) = dest.accept().await;
@@ -432,6 +406,8 @@ async fn a_destination_reset_during_bulk_frees_every_blast() {
 
 const RBUDP_REQUESTED: &str = "transport = \"rbudp\"\nrate = \"400Mbit\"\npayload = 1472\nwindow = \"4MiB\"\ntest_drop = 0.03\nrbudp_streams = \"requested\"\n";
 
+/// Waits until both ends of the trunk's RBUDP session are up (each relay
+/// saw the other's SESSION).
 async fn wait_rbudp_up(w: &World) {
     for (relay, peer) in [(&w.a, "b0"), (w.b(), "a0")] {
         let line = format!("wanrelay_rbudp_up{{peer=\"{peer}\",trunk=\"0\"}} 1");

@@ -395,6 +395,16 @@ impl Dest {
     }
 }
 
+/// A TCP connection from `src_ip` (port chosen by the kernel) to relay
+/// `inside`, with TCP_NODELAY, as the shim's connects are.
+async fn dial(inside: SocketAddr, src_ip: &str) -> TcpStream {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::new(ip(src_ip), 0)).unwrap();
+    let s = sock.connect(inside).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    s
+}
+
 /// Connects from `src_ip` to relay `inside` asking for `dst`; sends the
 /// preamble (and `early` bytes with it).
 pub async fn connect_via(
@@ -403,10 +413,7 @@ pub async fn connect_via(
     dst: SocketAddr,
     early: &[u8],
 ) -> TcpStream {
-    let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new(ip(src_ip), 0)).unwrap();
-    let mut s = sock.connect(inside).await.unwrap();
-    s.set_nodelay(true).unwrap();
+    let mut s = dial(inside, src_ip).await;
     let src = s.local_addr().unwrap();
     let mut msg = Preamble::connect(dst, src).encode().to_vec();
     msg.extend_from_slice(early);
@@ -448,10 +455,7 @@ pub async fn open_ok_with_blast(
     rate: u64,
     payload: u16,
 ) -> TcpStream {
-    let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new(ip(src_ip), 0)).unwrap();
-    let mut s = sock.connect(inside).await.unwrap();
-    s.set_nodelay(true).unwrap();
+    let mut s = dial(inside, src_ip).await;
     let src = s.local_addr().unwrap();
     s.write_all(&hand_preamble(3, dst, src, rate, payload))
         .await
@@ -471,9 +475,7 @@ pub async fn blast_update(
     node_end: SocketAddr,
     request: Option<(u64, u16)>,
 ) -> Reply {
-    let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new(ip(src_ip), 0)).unwrap();
-    let mut s = sock.connect(inside).await.unwrap();
+    let mut s = dial(inside, src_ip).await;
     let (rate, payload) = request.unwrap_or((0, 0));
     s.write_all(&hand_preamble(4, relay_end, node_end, rate, payload))
         .await
