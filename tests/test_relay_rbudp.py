@@ -9,7 +9,6 @@ with the request in the connect preamble (kind 3)."""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -24,21 +23,6 @@ def lossy():
     t = bring_up("tests/topologies/rbudp-requested.toml")
     yield t
     net.teardown(net.State.load())
-
-
-def counters(relay: str) -> dict[tuple[str, str], float]:
-    """name and labels -> value, from the relay's metrics at the end of the last job."""
-    out = {}
-    for line in (relays.LAST_LOGS / f"{relay}.metrics").read_text().splitlines():
-        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
-        if m:
-            out[(m.group(1), m.group(2) or "")] = float(m.group(3))
-    return out
-
-
-def total(c: dict, name: str, **labels: str) -> float:
-    want = [f'{k}="{v}"' for k, v in labels.items()]
-    return sum(v for (n, l), v in c.items() if n == name and all(w in l for w in want))
 
 
 def udpcheck(mpi: str, t, *args: str):
@@ -60,21 +44,22 @@ def test_requested_pairs_blast_exact_data_over_a_lossy_wan(lossy, mpi):
         assert message in stderr, stderr[-3000:]
     # every open connection was switched (MPICH connects inside MPI_Init, before the put)
     assert "could not be switched" not in stderr, stderr[-3000:]
-    a, b = counters("a-relay0"), counters("b-relay0")
+    a, b = relays.final_counters("a-relay0"), relays.final_counters("b-relay0")
     # both directions of both pairs went largely by UDP (2 pairs x 32 MiB each way). Only
     # reads that gather 256 KiB within 2 ms become blasts, the rest takes the trunk, so the
     # share depends on the load: 50-80 % seen, 49 % once on a busy CI run; pairs that do not
     # ask blast exactly nothing (below)
     for c in (a, b):
         for direction in ("to_wan", "from_wan"):
-            blasted = total(c, "wanrelay_rbudp_stream_bytes_total", direction=direction)
+            blasted = relays.counter_total(c, "wanrelay_rbudp_stream_bytes_total", direction=direction)
             assert blasted > 2 * (32 << 20) * 0.25, (direction, c)
     # requests reached the relays as connect preambles (kind 3) or updates of open connections (kind 4)
-    requests = total(a, "wanrelay_rbudp_requests_total") + total(b, "wanrelay_rbudp_requests_total")
-    assert requests >= 4 and total(a, "wanrelay_rbudp_requests_total", outcome="no_rbudp") == 0, (a, b)
+    requests = (relays.counter_total(a, "wanrelay_rbudp_requests_total")
+                + relays.counter_total(b, "wanrelay_rbudp_requests_total"))
+    assert requests >= 4 and relays.counter_total(a, "wanrelay_rbudp_requests_total", outcome="no_rbudp") == 0, (a, b)
     # the WAN lost datagrams, and the blasts resent them
-    resent = total(a, "wanrelay_rbudp_datagrams_total", kind="resent") + \
-        total(b, "wanrelay_rbudp_datagrams_total", kind="resent")
+    resent = relays.counter_total(a, "wanrelay_rbudp_datagrams_total", kind="resent") + \
+        relays.counter_total(b, "wanrelay_rbudp_datagrams_total", kind="resent")
     assert resent > 0, (a, b)
 
 
@@ -82,6 +67,6 @@ def test_pairs_that_do_not_ask_stay_on_tcp(lossy):
     result, _ = udpcheck("openmpi", lossy, "--bytes", MB32, "--checks")
     assert result["requested"] == 0
     for relay in ("a-relay0", "b-relay0"):
-        c = counters(relay)
-        assert total(c, "wanrelay_rbudp_stream_bytes_total") == 0, c
-        assert total(c, "wanrelay_stream_bytes_total") > 2 * (32 << 20)
+        c = relays.final_counters(relay)
+        assert relays.counter_total(c, "wanrelay_rbudp_stream_bytes_total") == 0, c
+        assert relays.counter_total(c, "wanrelay_stream_bytes_total") > 2 * (32 << 20)

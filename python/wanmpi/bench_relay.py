@@ -41,7 +41,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from . import launch, libwanmpi, net, paths, relays, shell
 from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, environment_summary, with_relays,

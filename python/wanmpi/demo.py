@@ -14,7 +14,6 @@ two relay pairs (wanrelay), unmodified.
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -154,19 +153,15 @@ def private_cluster(t: topo.Topology) -> int:
             print(text)
             print(f"wanmpi demo: the {name} job through the relays failed with status {status}")
             return 1
-        carried = relayed_bytes()
+        carried = relayed_bytes(p)
         print(f"{name:<30}{row[0]:>9.0f} us{row[1]:>11.1f} Mbit{carried:>16,}")
     return 0
 
 
-def relayed_bytes() -> int:
+def relayed_bytes(t: topo.Topology) -> int:
     """Stream bytes the last job's relays read from their own cluster's nodes."""
-    total = 0
-    for f in relays.LAST_LOGS.glob("*.metrics"):
-        for m in re.finditer(r'^wanrelay_stream_bytes_total\{[^}]*direction="to_wan"[^}]*\} (\d+)', f.read_text(),
-                             re.M):
-            total += int(m.group(1))
-    return total
+    return int(sum(relays.counter_total(relays.final_counters(r.name), "wanrelay_stream_bytes_total",
+                                        direction="to_wan") for r in t.relays))
 
 
 def parse(text: str) -> dict[str, tuple[float, float]]:

@@ -264,6 +264,25 @@ def metrics(relay: Relay) -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
+SAMPLE = re.compile(r"^(\w+)(\{[^}]*\})? (\S+)$", re.M)
+
+
+def final_counters(relay_name: str) -> dict[tuple[str, str], float]:
+    """(metric name, labels text) -> value: the relay's counters at the end of
+    the last job (kept in LAST_LOGS); empty if it left none."""
+    try:
+        text = (LAST_LOGS / f"{relay_name}.metrics").read_text()
+    except OSError:
+        return {}
+    return {(m.group(1), m.group(2) or ""): float(m.group(3)) for m in SAMPLE.finditer(text)}
+
+
+def counter_total(counters: dict[tuple[str, str], float], name: str, **labels: str) -> float:
+    """The sum of metric `name` over the samples whose labels include `labels`."""
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    return sum(v for (n, l), v in counters.items() if n == name and all(w in l for w in want))
+
+
 def trunks_up(relay: Relay) -> set[tuple[str, int]]:
     return {(peer, int(k)) for peer, k, up in TRUNK_UP.findall(metrics(relay)) if up == "1"}
 
