@@ -19,6 +19,7 @@
  *   {"kernel": "is", "ranks": 8, "bytes": 131072, "iters": 10, "seconds": ...,
  *    "per_iter_s": ..., "check": "ok"}
  * A wrong value aborts with a message naming rank, peer and index. */
+#include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -162,33 +163,57 @@ static void kernel_lu(long bytes, int iters, int us)
     free(in);
 }
 
+/* Every rank sees the same arguments, so every rank gets here: rank 0 says
+ * why, then all finalize and exit 2 (MPI_Abort can kill the launcher's stderr
+ * forwarding before the message is out). */
+static void usage(const char *why, const char *what)
+{
+    if (rank == 0) {
+        fprintf(stderr, "patterns: %s%s\nusage: patterns is|ft|lu [--bytes N (4..1G)] [--iters I (>= 1)]"
+                        " [--compute-us U (>= 0)] (lu needs an even number of ranks)\n", why, what);
+        fflush(stderr);
+    }
+    MPI_Finalize();
+    exit(2);
+}
+
+/* The option's value as a whole decimal number in lo..hi, else usage. */
+static long option(const char *name, const char *text, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        char why[96];
+        snprintf(why, sizeof why, "%s must be an integer in %ld..%ld, got ", name, lo, hi);
+        usage(why, text);
+    }
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *kernel = argc > 1 ? argv[1] : "";
+    if (strcmp(kernel, "is") && strcmp(kernel, "ft") && strcmp(kernel, "lu"))
+        usage("unknown kernel ", kernel);
+    if (!strcmp(kernel, "lu") && size % 2)
+        usage("lu needs an even number of ranks", "");
     long bytes = !strcmp(kernel, "ft") ? 1L << 20 : !strcmp(kernel, "lu") ? 1024 : 128L << 10;
     int iters = 10, us = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
+    for (int i = 2; i < argc; i += 2) {
+        if (i + 1 == argc)
+            usage("option without a value: ", argv[i]);
         if (!strcmp(argv[i], "--bytes"))
-            bytes = atol(argv[i + 1]);
+            bytes = option("--bytes", argv[i + 1], 4, 1L << 30);
         else if (!strcmp(argv[i], "--iters"))
-            iters = atoi(argv[i + 1]);
+            iters = (int)option("--iters", argv[i + 1], 1, 1000000000);
         else if (!strcmp(argv[i], "--compute-us"))
-            us = atoi(argv[i + 1]);
-        else {
-            if (rank == 0)
-                fprintf(stderr, "patterns: unknown option %s\n", argv[i]);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-    }
-    int known = !strcmp(kernel, "is") || !strcmp(kernel, "ft") || !strcmp(kernel, "lu");
-    if (!known || bytes < 4 || bytes > (1L << 30) || iters < 1 || us < 0 || (!strcmp(kernel, "lu") && size % 2)) {
-        if (rank == 0)
-            fprintf(stderr, "usage: patterns is|ft|lu [--bytes N (4..1G)] [--iters I (>= 1)] [--compute-us U]"
-                            " (lu needs an even number of ranks)\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
+            us = (int)option("--compute-us", argv[i + 1], 0, 100000000);
+        else
+            usage("unknown option ", argv[i]);
     }
     void (*run)(long, int, int) = !strcmp(kernel, "is") ? kernel_is : !strcmp(kernel, "ft") ? kernel_ft : kernel_lu;
     run(bytes, 1, us);                                  /* warm-up: connections, buffers */

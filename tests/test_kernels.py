@@ -2,7 +2,8 @@
 with Open MPI and MPICH on 8 ranks, class S, must print its JSON line with
 "check": "ok" (every received element and every reduction was checked inside
 the program); a bad argument must give a non-zero exit and the usage. The
-Fortran twins (cg_f90, ep_f90) are held to the same."""
+Fortran twins (cg_f90, ep_f90) and the communication patterns of IS, FT and
+LU (bench/patterns.c) are held to the same."""
 from __future__ import annotations
 
 import json
@@ -57,6 +58,32 @@ def test_kernel_class_s_checks_ok(mpi, kernel):
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_kernel_bad_argument_gives_usage(mpi, kernel, args, message):
     p = run(mpi, kernel, *args)
-    assert p.returncode != 0
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
     assert message in p.stderr and f"usage: {kernel} " in p.stderr, p.stderr[-2000:]
+    assert '"check"' not in p.stdout
+
+
+@pytest.mark.parametrize("pattern", ["is", "ft", "lu"])
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_pattern_checks_ok(mpi, pattern):
+    p = run(mpi, "patterns", pattern, "--iters", "3")
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1 and lines[0]["kernel"] == pattern and lines[0]["iters"] == 3, p.stdout
+    assert lines[0]["ranks"] == RANKS and lines[0]["check"] == "ok"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["cg"], "unknown kernel cg"),
+    (["is", "--bytes", "3"], "--bytes must be an integer in 4..1073741824, got 3"),
+    (["ft", "--iters", "ten"], "--iters must be an integer in 1..1000000000, got ten"),
+    (["lu", "--compute-us", "-1"], "--compute-us must be an integer in 0..100000000, got -1"),
+    (["is", "--iters"], "option without a value: --iters"),
+    (["is", "--bogus", "1"], "unknown option --bogus"),
+])
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_pattern_bad_argument_gives_usage(mpi, args, message):
+    p = run(mpi, "patterns", *args)
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    assert f"patterns: {message}" in p.stderr and "usage: patterns " in p.stderr, p.stderr[-2000:]
     assert '"check"' not in p.stdout

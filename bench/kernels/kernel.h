@@ -2,7 +2,7 @@
  *
  *   <kernel> [--class S|A|B] [--iters I]
  *
- * Options and their checks, usage (exit 2 through MPI_Abort), the value()
+ * Options and their checks, usage (every rank finalizes and exits 2), the value()
  * payload scheme of bench/patterns.c (each element names its sender,
  * receiver, message key and index, so every received element is checked),
  * a checked allreduce, and the timed run with its JSON line:
@@ -31,16 +31,16 @@ static const char *kusage_extra = "";
 
 static inline void usage(const char *why)
 {
-    /* every rank sees the same arguments: rank 0 says why and aborts, the
-     * others wait for that abort (so it is not theirs that kills rank 0
-     * before its message is out) */
+    /* every rank sees the same arguments, so every rank gets here: rank 0
+     * says why, then all finalize and exit 2. Not MPI_Abort: it can kill the
+     * launcher's stderr forwarding before rank 0's message is out (seen with
+     * MPICH's hydra under load: exit 2, empty stderr) */
     if (rank == 0) {
         fprintf(stderr, "%s: %s\nusage: %s [--class S|A|B] [--iters I (1..1000000)]%s\n", kname, why, kname,
                 kusage_extra);
         fflush(stderr);
-    } else
-        MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Finalize();
     exit(2);
 }
 
