@@ -217,6 +217,14 @@ fn median(sorted: &[f64]) -> f64 {
     sorted[sorted.len() / 2]
 }
 
+/// Sorted ping RTTs against the emulated RTT `want_ms`: none early, the
+/// fastest within 0.5 ms, the median within 5 ms.
+fn assert_on_time(sorted: &[f64], want_ms: f64) {
+    assert!(sorted[0] >= want_ms, "faster than the delay {want_ms} ms: {sorted:?}");
+    assert!(sorted[0] - want_ms < 0.5, "even the fastest ping is late for {want_ms} ms: {sorted:?}");
+    assert!(median(sorted) - want_ms < 5.0, "median RTT far above {want_ms} ms: {sorted:?}");
+}
+
 fn enter_netns(ns: &str) {
     let f = File::open(format!("/run/netns/{ns}")).expect("open netns");
     // SAFETY: setns on a valid fd; changes only this thread's namespace.
@@ -306,17 +314,18 @@ fn wanem_delays_limits_and_obeys_control_between_namespaces() {
     let rate = 50_000_000;
     let mut w = Wanem::start(rate, 10_000, 1_000_000, true, false);
 
-    // RTT = 2 x 10 ms one-way.
+    // RTT = 2 x 10 ms one-way: never early, the fastest ping on time, the
+    // median not grossly late. (A CI host with 1-9 % steal delayed the median
+    // by 3.6 ms while the fastest pings stayed on time; the accuracy on a
+    // quiet host is measured by `wanmpi bench emulator`.)
     let rtts = ping_rtts(20);
     assert!(rtts.len() >= 19, "lost pings: {rtts:?}");
-    assert!(rtts[0] >= 20.0, "faster than the delay: {rtts:?}");
-    assert!((median(&rtts) - 20.0).abs() < 0.5, "median RTT {rtts:?}");
+    assert_on_time(&rtts, 20.0);
 
     // A delay change through the control socket takes effect.
     w.ok(json!({"cmd": "set", "link": "a-b", "dir": "both", "delay_us": 2500}));
     let rtts = ping_rtts(20);
-    assert!(rtts[0] >= 5.0, "{rtts:?}");
-    assert!((median(&rtts) - 5.0).abs() < 0.5, "median RTT {rtts:?}");
+    assert_on_time(&rtts, 5.0);
 
     // Link down drops everything, counted; up again restores it.
     w.ok(json!({"cmd": "set", "link": "a-b", "dir": "a_to_b", "up": false}));
