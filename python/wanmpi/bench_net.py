@@ -2,7 +2,8 @@
 it beside the configured values, with the error in percent.
 
 Per link and direction (a private cluster can only be measured sending out):
-  RTT         median of 20 pings between the first nodes, vs 2 x one-way delay
+  RTT         median of 20 pings between the first nodes, once the link is idle
+              (nothing queued or arriving for 0.2 s), vs 2 x one-way delay
   TCP 1 flow  one node to one node, vs min(WAN rate, both NICs)
   TCP N flows N node pairs at once (N = up to 4), vs min(WAN rate, sum of NICs)
   drops       the emulator's queue and loss drops during the TCP tests
@@ -12,6 +13,7 @@ packet on the WAN, plus 14 B of Ethernet on a NIC).
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -53,6 +55,8 @@ def measure_direction(topo: Topology, link: WanLink, src: Cluster, dst: Cluster,
     key = (link.name, "a_to_b" if src.name == link.a else "b_to_a")
     s0, d0 = src.nodes[0], dst.nodes[0]
     rtt = 2 * link.delay_us / 1000
+    if not emulator.wait_idle(link.name):       # the flows of the other direction have drained
+        print(f"wanmpi: link {link.name} still busy after 10 s; the RTT below includes its queue", file=sys.stderr)
     out = [Measurement(link.name, "RTT", f"{s0.name}->{d0.name}", rtt, probe.rtt_ms(s0.netns, d0.address), "ms", rtt)]
     payload = topo.mtu - TCP_IP_HEADERS
     flows = min(MAX_FLOWS, len(src.nodes), len(dst.nodes))

@@ -111,6 +111,27 @@ def counters() -> dict[tuple[str, str], dict]:
     return {(l["name"], d): l[d]["counters"] for l in reply["links"] for d in DIRECTIONS}
 
 
+def wait_idle(link: str, quiet_s: float = 0.2, timeout_s: float = 10.0) -> bool:
+    """Wait until neither direction of `link` has had a packet in for
+    `quiet_s` and nothing is queued (what an earlier flow left, its closing
+    segments and retransmissions, no longer delays a probe); False if it
+    was still busy after `timeout_s`."""
+    def traffic() -> tuple:
+        c = counters()
+        return tuple((c[(link, d)]["rx_packets"], c[(link, d)]["queue_bytes"]) for d in DIRECTIONS)
+
+    deadline = time.monotonic() + timeout_s
+    last, since = traffic(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s / 4)
+        now = traffic()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif all(queued == 0 for _, queued in now) and time.monotonic() - since >= quiet_s:
+            return True
+    return False
+
+
 SETTINGS = ("rate_bps", "delay_us", "queue_bytes", "loss", "seed", "up")
 
 
