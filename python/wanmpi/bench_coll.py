@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import emulator, launch, net, paths, units
-from .bench_runner import (BenchError, Case, Record, Runner, environment_summary, now_iso, result_document,
-                           run_job, write_json)
+from .bench_runner import BenchError, Case, Record, Runner, exit_status, finish, now_iso, run_job
 from .topo import Topology
 
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
@@ -187,22 +186,14 @@ def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[
                                lambda case, t: execute(case, t, ranks, mapping, args, timeout))
     results = results_of(topo, records)
     print_table(results, [v.name for v in variants])
-    failed = [r for r in records if not r.ok]
-    for r in failed:
-        print(f"failed: {r.case.label()}: {r.error}")
-    print("environment: " + environment_summary(records))
-    if json_path or plot_dir:
-        settings = {"variants": [v.name for v in variants], "delays": delays, "ops": ops, "sizes": sizes,
-                    "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout}
-        document = result_document("coll", topo, settings, records, summary(results),
-                                   started_iso, time.monotonic() - started)
-        if json_path:
-            write_json(json_path, document)
-        if plot_dir and results:
-            from . import plot
-            for path in plot.collectives(results, Path(plot_dir)):
-                print(f"plot: {path}")
-    return 1 if failed else 0
+    settings = {"variants": [v.name for v in variants], "delays": delays, "ops": ops, "sizes": sizes,
+                "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout}
+    document = finish("coll", topo, settings, records, summary(results), started_iso, started, json_path)
+    if plot_dir and results:
+        from . import plot
+        for path in plot.collectives(results, Path(plot_dir)):
+            print(f"plot: {path}")
+    return exit_status(document)
 
 
 def summary(results: list[Result]) -> list[dict]:

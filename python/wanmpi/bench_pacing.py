@@ -38,8 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import emulator, launch, net, paths, shell, tcpstats
-from .bench_runner import (BenchError, Case, Record, Runner, emulator_totals, environment_summary, now_iso,
-                           result_document, write_json)
+from .bench_runner import BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, now_iso
 from .bench_runner import run_job as run_mpi_job
 from .topo import Topology
 
@@ -189,20 +188,14 @@ def run(topo: Topology, variants: list[str], kernels: list[str], delays: list[fl
             Path(ALLOWED_CC).write_text(allowed_before)
     results = results_of(records)
     print_table(results, variants)
-    failed = [r for r in records if not r.ok]
-    for r in failed:
-        print(f"failed: {r.case.label()}: {r.error}")
-    print("environment: " + environment_summary(records))
-    if json_path:
-        settings = {"variants": variants, "kernels": kernels, "delays": delays, "cc": ccs, "reps": reps,
-                    "kernel_args": {k: KERNELS[k] for k in kernels}, "timeout_s": timeout}
-        write_json(json_path, result_document("pacing", topo, settings, records, summary(results),
-                                              started_iso, time.monotonic() - started))
+    settings = {"variants": variants, "kernels": kernels, "delays": delays, "cc": ccs, "reps": reps,
+                "kernel_args": {k: KERNELS[k] for k in kernels}, "timeout_s": timeout}
+    document = finish("pacing", topo, settings, records, summary(results), started_iso, started, json_path)
     if plot_dir and results:
         from . import plot
         for path in plot.pacing(summary(results), Path(plot_dir)):
             print(f"plot: {path}")
-    return 1 if failed else 0
+    return exit_status(document)
 
 
 def summary(results: list[Result]) -> list[dict]:

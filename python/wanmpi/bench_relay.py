@@ -42,9 +42,9 @@ import subprocess
 import sys
 import time
 
-from . import launch, libwanmpi, net, paths, relays, shell
-from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, environment_summary, with_relays,
-                           markdown_table, now_iso, result_document, run_job, write_json)
+from . import libwanmpi, net, paths, relays, shell
+from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, exit_status, finish, job_output,
+                           markdown_table, now_iso, run_job, with_relays)
 from .bench_suite import KERNELS
 from .topo import Topology
 
@@ -159,9 +159,8 @@ def execute(case: Case, t: Topology, timeout: float) -> dict:
     use_relays = case.variant != "direct"
     if case.kernel == "pingpong":
         a, b = t.clusters[0].nodes[0], t.clusters[1].nodes[0]
-        job = launch.Job(t, [str(paths.BUILD / case.mpi / "pingpong"), *PINGPONG], [a, b],
-                         use_relays=use_relays)
-        out = run_text_job(case.mpi, job, timeout)
+        out, _ = job_output(t, case.mpi, [str(paths.BUILD / case.mpi / "pingpong"), *PINGPONG], [a, b],
+                         timeout=timeout, use_relays=use_relays)
         m = re.search(r"latency_us ([\d.]+) bandwidth_mbit ([\d.]+) ok", out)
         if not m:
             raise BenchError(f"pingpong printed no checked result: {out.strip()[-300:]}")
@@ -182,17 +181,6 @@ def execute(case: Case, t: Topology, timeout: float) -> dict:
     if row.get("check") != "ok":
         raise BenchError(f"{case.kernel}: the self-check did not pass: {row}")
     return {"seconds": row["seconds"]}
-
-
-def run_text_job(mpi: str, job: launch.Job, timeout: float) -> str:
-    import tempfile
-    with tempfile.TemporaryFile("w+") as out:
-        status = launch.run_job(launch.launcher(mpi), job, timeout=timeout, stdout=out)
-        out.seek(0)
-        text = out.read()
-    if status != 0:
-        raise BenchError(f"exit status {status}: {text.strip()[-300:]}")
-    return text
 
 
 # ---- results ----------------------------------------------------------------------------------
@@ -291,14 +279,7 @@ def run(base: Topology, parts: list[str], mpis: list[str], delays: list[float], 
     records = Runner(base).run(cases, lambda case, t: execute(case, t, timeout))
     s = summary(records, base, relay_nic_bps)
     print_report(s)
-    failed = [r for r in records if not r.ok]
-    for r in failed:
-        print(f"failed: {r.case.label()}: {r.error}")
-    print("environment: " + environment_summary(records))
-    if json_path:
-        settings = {"parts": parts, "mpis": mpis, "delays": delays, "reps": reps, "class": klass,
-                    "relay_nic_bps": relay_nic_bps, "pingpong": PINGPONG, "wanflow_bytes": flow_bytes,
-                    "kernels": list(RELAY_KERNELS)}
-        write_json(json_path, result_document("relay", base, settings, records, [s], started_iso,
-                                              time.monotonic() - started))
-    return 1 if failed else 0
+    settings = {"parts": parts, "mpis": mpis, "delays": delays, "reps": reps, "class": klass,
+                "relay_nic_bps": relay_nic_bps, "pingpong": PINGPONG, "wanflow_bytes": flow_bytes,
+                "kernels": list(RELAY_KERNELS)}
+    return exit_status(finish("relay", base, settings, records, [s], started_iso, started, json_path))

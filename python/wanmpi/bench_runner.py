@@ -528,6 +528,25 @@ def result_document(bench: str, base: Topology, settings: dict, records: list[Re
     }
 
 
+def finish(bench: str, base: Topology, settings: dict, records: list[Record], summary: list[dict],
+           started_iso: str, started: float, json_path: str | Path | None) -> dict:
+    """The end of a `wanmpi bench` run: each failed case and the environment
+    on stdout, then the result document, written to `json_path` if given."""
+    for r in records:
+        if not r.ok:
+            print(f"failed: {r.case.label()}: {r.error}")
+    print("environment: " + environment_summary(records))
+    document = result_document(bench, base, settings, records, summary, started_iso, time.monotonic() - started)
+    if json_path:
+        write_json(json_path, document)
+    return document
+
+
+def exit_status(document: dict) -> int:
+    """1 if a case failed, else 0."""
+    return 1 if document["counts"]["failed"] else 0
+
+
 def write_json(path: str | Path, document: dict) -> None:
     try:
         Path(path).write_text(json.dumps(document, indent=1) + "\n")
@@ -574,12 +593,12 @@ def environment_summary(records: list[Record]) -> str:
 
 
 # ---- one MPI job ------------------------------------------------------------------------------
-def run_job(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict | None = None,
-            extra_args: Iterable[str] = (), wanmpi: bool = True, timeout: float = 600,
-            use_relays: bool = True) -> list[dict]:
-    """Run one job on the testbed that is up; return the JSON lines it printed
-    on stdout. BenchError (with the tail of its output) if it failed or printed
-    none. Its stderr is captured too, so a failed case records the reason."""
+def job_output(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict | None = None,
+               extra_args: Iterable[str] = (), wanmpi: bool = True, timeout: float = 600,
+               use_relays: bool = True) -> tuple[str, str]:
+    """Run one job on the testbed that is up; return what it printed on
+    stdout and on stderr. BenchError (with the reason from its output) if it
+    failed; its stderr is captured, so a failed case records why."""
     import tempfile
     from . import launch
     program = Path(argv[0])
@@ -599,16 +618,23 @@ def run_job(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict | 
         out.seek(0)
         err.seek(0)
         text, errors = out.read(), err.read()
+    if status != 0:
+        raise BenchError(f"exit status {status}: {reason(errors, text)}")
+    return text, errors
+
+
+def run_job(t: Topology, mpi: str, argv: list[str], nodes: list, **options) -> list[dict]:
+    """job_output(), as the JSON lines the job printed; BenchError if none."""
     rows = []
+    text, errors = job_output(t, mpi, argv, nodes, **options)
     for line in text.splitlines():
         if line.startswith("{"):
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
                 pass
-    if status != 0 or not rows:
-        why = f"exit status {status}" if status != 0 else "no result line"
-        raise BenchError(f"{why}: {reason(errors, text)}")
+    if not rows:
+        raise BenchError(f"no result line: {reason(errors, text)}")
     return rows
 
 
