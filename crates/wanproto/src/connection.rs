@@ -1583,9 +1583,16 @@ impl TrunkConnection {
         if self.state == State::Closed {
             return;
         }
+        // In the handshake the control queue holds only our HELLO and AUTH:
+        // they still go out before the GOAWAY, so a peer whose key differs
+        // sees our AUTH fail on its own side and says so, whichever end
+        // checked first (it would otherwise see only our GOAWAY when both
+        // HELLO and AUTH reached us in one read).
+        if self.state != State::Handshake {
+            self.control.clear();
+            self.control_bytes = 0;
+        }
         self.state = State::Closed;
-        self.control.clear();
-        self.control_bytes = 0;
         self.streams.clear();
         self.ctrl_queue.clear();
         self.send_queue.clear();
@@ -1603,7 +1610,7 @@ impl TrunkConnection {
             };
             let mut b = Vec::new();
             f.encode(&mut b);
-            self.control_bytes = b.len();
+            self.control_bytes += b.len();
             self.control.push_back(b);
         }
         self.events.push_back(Event::Closed { error: Some(error) });

@@ -124,6 +124,45 @@ fn wrong_key_is_refused_on_both_ends() {
     }
 }
 
+/// An end that reads the peer's HELLO and AUTH together (it was scheduled
+/// late) still sends its own AUTH before its GOAWAY, so the peer checks it
+/// and finds the keys differ itself: both ends say "failed authentication",
+/// whichever checked first (a relay test once saw only "refused by the peer"
+/// on a loaded host).
+#[test]
+fn a_late_reader_still_sends_its_auth_before_refusing() {
+    let mut a = conn(Role::Initiator, 1, 1);
+    let mut b = conn(Role::Acceptor, 2, 2);
+    let hello_a = drain(&mut a);
+    let mut from_b = drain(&mut b);
+    b.handle_input(0, &hello_a);
+    from_b.extend(drain(&mut b));
+    assert!(matches!(
+        frames(&from_b)[..],
+        [Frame::Hello(_), Frame::Auth { .. }]
+    ));
+    a.handle_input(0, &from_b);
+    assert_eq!(closed_with(&mut a), Some(ConnectionError::AuthFailed));
+    let from_a = drain(&mut a);
+    assert!(
+        matches!(
+            frames(&from_a)[..],
+            [
+                Frame::Auth { .. },
+                Frame::GoAway {
+                    code: CloseCode::AuthFailed,
+                    ..
+                }
+            ]
+        ),
+        "{:?}",
+        frames(&from_a)
+    );
+    b.handle_input(0, &from_a);
+    assert_eq!(closed_with(&mut b), Some(ConnectionError::AuthFailed));
+    assert_eq!(last_goaway(&drain(&mut b)), Some(CloseCode::AuthFailed));
+}
+
 #[test]
 fn a_peer_of_an_unexpected_cluster_is_refused() {
     let mut ca = Config::new("a-relay0", "a");
