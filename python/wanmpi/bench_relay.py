@@ -160,7 +160,7 @@ def execute(case: Case, t: Topology, timeout: float) -> dict:
     if case.kernel == "pingpong":
         a, b = t.clusters[0].nodes[0], t.clusters[1].nodes[0]
         out, _ = job_output(t, case.mpi, [str(paths.BUILD / case.mpi / "pingpong"), *PINGPONG], [a, b],
-                         timeout=timeout, use_relays=use_relays)
+                            timeout=timeout, use_relays=use_relays)
         m = re.search(r"latency_us ([\d.]+) bandwidth_mbit ([\d.]+) ok", out)
         if not m:
             raise BenchError(f"pingpong printed no checked result: {out.strip()[-300:]}")
