@@ -3,11 +3,13 @@
 //! loopback on Linux, so no network namespace is needed.
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -24,13 +26,29 @@ pub fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// A free port on `ip` (bound and released).
+/// A free port on `ip` (bound and released), never one this test process
+/// was given before: the kernel may hand a released port out again at once,
+/// and two relays were once given the same metrics port.
 pub fn free_port(ip: IpAddr) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    unused_port(|| {
+        std::net::TcpListener::bind((ip, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    })
+}
+
+/// The first port `pick` yields that no earlier call handed out.
+fn unused_port(mut pick: impl FnMut() -> u16) -> u16 {
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = pick();
+        if given.insert(port) {
+            return port;
+        }
+    }
 }
 
 pub fn scratch_dir() -> PathBuf {
@@ -222,13 +240,15 @@ pub struct World {
     pub udp: Option<(SocketAddr, SocketAddr)>,
 }
 
-/// A UDP port free on `ip` now.
+/// A UDP port free on `ip` now, never one handed out before (as `free_port`).
 pub fn free_udp_port(ip: IpAddr) -> u16 {
-    std::net::UdpSocket::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    unused_port(|| {
+        std::net::UdpSocket::bind((ip, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
