@@ -1,7 +1,7 @@
 """The NAS-like kernels (bench/kernels/) on localhost, no testbed: each one,
 with Open MPI and MPICH on 8 ranks, class S, must print its JSON line with
 "check": "ok" (every received element and every reduction was checked inside
-the program); a bad argument must give a non-zero exit and the usage. The
+the program); a bad argument must give exit status 2 and the usage. The
 Fortran twins (cg_f90, ep_f90) and the communication patterns of IS, FT and
 LU (bench/patterns.c) are held to the same."""
 from __future__ import annotations

@@ -325,8 +325,8 @@ fn wanem_delays_limits_and_obeys_control_between_namespaces() {
     let _ns = Namespaces::create();
     let rate = 50_000_000;
     // At real-time priority, as the testbed runs it (python/wanmpi/emulator.py
-    // tune()): at normal priority, a busy host (55 % of both CPUs taken)
-    // delayed its median release by 3-6 ms.
+    // tune()). On a host with 55 % of both CPUs taken the median was 3-6 ms
+    // late at either priority: the kernel's own path waits there too.
     let mut w = Wanem::start(rate, 10_000, 1_000_000, true, true);
 
     // RTT = 2 x 10 ms one-way: never early, the fastest ping on time, the
