@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import emulator, launch, net, paths, units
+from . import launch, net, paths, units
 from .bench_runner import BenchError, Case, Record, Runner, exit_status, finish, now_iso, run_job
 from .topo import Topology
 
@@ -116,20 +116,6 @@ def parse_sizes(text: str) -> list[int]:
             raise BenchError(f"--sizes: {item.strip()!r} is not a size such as 4096, 64K or 8M")
         sizes.append(int(m[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m[2]])
     return sizes
-
-
-def set_delay(delay_ms: float) -> None:
-    for (link, direction), values in emulator.settings().items():
-        emulator.request({"cmd": "set", "link": link, "dir": direction, **values,
-                          "delay_us": int(round(delay_ms * 1000))})
-
-
-def emulator_totals() -> tuple[int, int]:
-    drops = late = 0
-    for c in emulator.counters().values():
-        drops += c["drop_queue"] + c["drop_loss"]
-        late += c.get("late_1ms", 0)
-    return drops, late
 
 
 def require_testbed(topo: Topology) -> None:
