@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import launch, net, paths, units
-from .bench_runner import BenchError, Case, Record, Runner, exit_status, finish, now_iso, run_job
+from .bench_runner import BenchError, Case, Record, Runner, exit_status, finish, job_rows, now_iso
 from .topo import Topology
 
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
@@ -131,9 +131,9 @@ def require_testbed(topo: Topology) -> None:
 def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],
                 timeout: float) -> list[dict]:
     """One collbench job of a variant on the running testbed: its JSON rows."""
-    return run_job(topo, v.mpi, [str(paths.BUILD / v.mpi / "collbench"), *args],
-                   launch.placement(topo, ranks, mapping), env=v.env, extra_args=v.extra_args,
-                   wanmpi=v.wanmpi, timeout=timeout)
+    return job_rows(topo, v.mpi, [str(paths.BUILD / v.mpi / "collbench"), *args],
+                    launch.placement(topo, ranks, mapping), env=v.env, extra_args=v.extra_args,
+                    wanmpi=v.wanmpi, timeout=timeout)
 
 
 def cases(variants: list[Variant], delays: list[float]) -> list[Case]:

@@ -38,8 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import emulator, launch, net, paths, shell, tcpstats
-from .bench_runner import BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, now_iso
-from .bench_runner import run_job as run_mpi_job
+from .bench_runner import (BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, job_rows,
+                           now_iso)
 from .topo import Topology
 
 KERNELS = {"is": ["--iters", "10"], "ft": ["--iters", "3"], "lu": ["--iters", "4"]}
@@ -113,7 +113,7 @@ def set_congestion_control(topo: Topology, cc: str) -> None:
             raise BenchError(f"cannot set congestion control {cc} on {node.name}: {done.stderr.strip()}")
 
 
-def run_job(topo: Topology, v: Variant, kernel: str, timeout: float) -> tuple[dict, tcpstats.Snapshot, int]:
+def run_pattern(topo: Topology, v: Variant, kernel: str, timeout: float) -> tuple[dict, tcpstats.Snapshot, int]:
     """One job of a kernel and variant on the running testbed: its result line,
     the TCP counters of its nodes over it, and the emulator's drops."""
     env = dict(v.env)
@@ -122,8 +122,8 @@ def run_job(topo: Topology, v: Variant, kernel: str, timeout: float) -> tuple[di
     ranks = launch.placement(topo, len(topo.nodes))
     before = emulator_totals(emulator.counters())
     with tcpstats.measure(topo, ranks) as m:
-        rows = run_mpi_job(topo, "openmpi", [str(paths.BUILD / "openmpi" / "patterns"), kernel, *KERNELS[kernel]],
-                           ranks, env=env, wanmpi=v.wanmpi, timeout=timeout)
+        rows = job_rows(topo, "openmpi", [str(paths.BUILD / "openmpi" / "patterns"), kernel, *KERNELS[kernel]],
+                        ranks, env=env, wanmpi=v.wanmpi, timeout=timeout)
     after = emulator_totals(emulator.counters())
     if rows[-1].get("check") != "ok":
         raise BenchError(f"{kernel} / {v.name}: the self-check did not pass: {rows[-1]}")
@@ -167,7 +167,7 @@ def run(topo: Topology, variants: list[str], kernels: list[str], delays: list[fl
         if current["cc"] != case.param("cc"):
             set_congestion_control(t, case.param("cc"))
             current["cc"] = case.param("cc")
-        row, delta, drops = run_job(t, VARIANTS[case.variant], case.kernel, timeout)
+        row, delta, drops = run_pattern(t, VARIANTS[case.variant], case.kernel, timeout)
         return {"per_iter_s": row["per_iter_s"], "seconds": row["seconds"], "iters": row["iters"],
                 "rto": delta.total.rto, "retrans_segs": delta.total.retrans_segs, "drops": drops}
 

@@ -44,7 +44,7 @@ import time
 
 from . import libwanmpi, net, paths, relays, shell
 from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, exit_status, finish, job_output,
-                           markdown_table, now_iso, run_job, with_relays)
+                           job_rows, markdown_table, now_iso, with_relays)
 from .bench_suite import KERNELS
 from .topo import Topology
 
@@ -167,16 +167,16 @@ def execute(case: Case, t: Topology, timeout: float) -> dict:
         return {"latency_us": float(m.group(1)), "bandwidth_mbit": float(m.group(2))}
     if case.kernel == "wanflow":
         nodes = list(t.clusters[0].nodes) + list(t.clusters[1].nodes)
-        rows = run_job(t, case.mpi, [str(paths.BUILD / case.mpi / "wanflow"), "--bytes", str(case.param("bytes"))],
-                       nodes, timeout=timeout, use_relays=use_relays)
+        rows = job_rows(t, case.mpi, [str(paths.BUILD / case.mpi / "wanflow"), "--bytes", str(case.param("bytes"))],
+                        nodes, timeout=timeout, use_relays=use_relays)
         if rows[-1].get("check") != "ok":
             raise BenchError(f"wanflow: payload check failed: {rows[-1]}")
         return {"aggregate_mbit": rows[-1]["aggregate_mbit"], "seconds": rows[-1]["seconds"]}
     kernel = KERNELS[case.kernel]
     nodes = [n for c in t.clusters for n in c.nodes]
     with cross_traffic(t) if case.param("cross") else contextlib.nullcontext():
-        rows = run_job(t, case.mpi, kernel.argv(case.mpi, case.param("class")), nodes, timeout=timeout,
-                       use_relays=use_relays)
+        rows = job_rows(t, case.mpi, kernel.argv(case.mpi, case.param("class")), nodes, timeout=timeout,
+                        use_relays=use_relays)
     row = rows[-1]
     if row.get("check") != "ok":
         raise BenchError(f"{case.kernel}: the self-check did not pass: {row}")

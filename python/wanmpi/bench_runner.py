@@ -623,7 +623,7 @@ def job_output(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict
     return text, errors
 
 
-def run_job(t: Topology, mpi: str, argv: list[str], nodes: list, **options) -> list[dict]:
+def job_rows(t: Topology, mpi: str, argv: list[str], nodes: list, **options) -> list[dict]:
     """job_output(), as the JSON lines the job printed; BenchError if none."""
     rows = []
     text, errors = job_output(t, mpi, argv, nodes, **options)

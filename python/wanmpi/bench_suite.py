@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import paths, topo
 from .bench_runner import (BASE, SINGLE_CLUSTER, BenchError, Case, Record, Runner, TopologySpec,
-                           environment_summary, markdown_table, now_iso, plan, result_document, run_job,
+                           environment_summary, job_rows, markdown_table, now_iso, plan, result_document,
                            with_relays, write_json)
 from .topo import Topology
 
@@ -135,8 +135,8 @@ def variant_of(name: str) -> Variant:
 def execute(case: Case, t: Topology, timeout: float) -> dict:
     v = variant_of(case.variant)
     kernel = KERNELS[case.kernel]
-    rows = run_job(t, case.mpi, kernel.argv(case.mpi, case.param("class")), case.topology.rank_nodes(t),
-                   env=v.env, wanmpi=v.wanmpi, timeout=timeout)
+    rows = job_rows(t, case.mpi, kernel.argv(case.mpi, case.param("class")), case.topology.rank_nodes(t),
+                    env=v.env, wanmpi=v.wanmpi, timeout=timeout)
     row = rows[-1]
     if row.get("check") != "ok":
         raise BenchError(f"the self-check did not pass: {row}")

@@ -101,7 +101,7 @@ def alltoall(t: topo.Topology) -> int:
     rows = {}
     for variant in ("ompi", "wanmpi"):
         try:
-            rows[variant] = bench_pacing.run_job(t, bench_pacing.VARIANTS[variant], "is", 600)
+            rows[variant] = bench_pacing.run_pattern(t, bench_pacing.VARIANTS[variant], "is", 600)
         except bench_coll.BenchError as e:
             print(f"wanmpi demo: {e}")
             return 1
