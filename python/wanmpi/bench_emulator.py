@@ -103,26 +103,26 @@ class EmulatorShare:
 
 
 @dataclass
-class Snapshot:
+class Reading:
     time: float
     counters: dict
     ticks: dict[str, list[int]]
     wanem_cpu_s: float
 
 
-def snapshot() -> Snapshot:
+def read_emulator() -> Reading:
     state = net.State.load()
     cpu = probe.process_cpu_seconds(state.wanem_pid) if state and state.wanem_pid else 0.0
-    return Snapshot(time.monotonic(), emulator.counters(), probe.cpu_ticks(), cpu)
+    return Reading(time.monotonic(), emulator.counters(), probe.cpu_ticks(), cpu)
 
 
-def delta(before: Snapshot, after: Snapshot, link: str, direction: str) -> dict[str, int]:
+def delta(before: Reading, after: Reading, link: str, direction: str) -> dict[str, int]:
     b, a = before.counters[(link, direction)], after.counters[(link, direction)]
     return {k: a[k] - b[k] for k in a if k != "queue_bytes" and k != "late_max_ns"}
 
 
-def usage(before: Snapshot, after: Snapshot) -> tuple[float, float, float]:
-    """Between two snapshots: wanem's CPU (share of one core), the share of
+def usage(before: Reading, after: Reading) -> tuple[float, float, float]:
+    """Between two readings: wanem's CPU (share of one core), the share of
     wanem's core spent in interrupts and softirqs, the machine's idle share."""
     seconds = after.time - before.time
 
@@ -134,17 +134,17 @@ def usage(before: Snapshot, after: Snapshot) -> tuple[float, float, float]:
             share(core, slice(5, 7)), share("cpu", slice(3, 5)))
 
 
-def released(snap: Snapshot, link: str) -> int:
+def released(snap: Reading, link: str) -> int:
     """Packets the emulator has released on `link`, both directions."""
     return sum(snap.counters[(link, d)]["tx_packets"] + snap.counters[(link, d)]["drop_tx"]
                for d in emulator.DIRECTIONS)
 
 
-def share_since(before: Snapshot, link: str, busy: tuple[Snapshot, Snapshot] | None = None) -> EmulatorShare:
+def share_since(before: Reading, link: str, busy: tuple[Reading, Reading] | None = None) -> EmulatorShare:
     """What the emulator counted on `link` since `before`; the CPU shares over
     `busy` if given (the steady part of the traffic, without start-up and the
     wait after it)."""
-    after = snapshot()
+    after = read_emulator()
     d = [delta(before, after, link, direction) for direction in emulator.DIRECTIONS]
     total = {k: sum(x[k] for x in d) for k in d[0]}
     count = total["tx_packets"] + total["drop_tx"]
@@ -159,9 +159,9 @@ def share_since(before: Snapshot, link: str, busy: tuple[Snapshot, Snapshot] | N
 
 
 def marker() -> tuple[dict, object]:
-    """A dict of snapshots and the `between` callback of the probes that fills it."""
-    marks: dict[str, Snapshot] = {}
-    return marks, lambda event: marks.__setitem__(event, snapshot())
+    """A dict of readings and the `between` callback of the probes that fills it."""
+    marks: dict[str, Reading] = {}
+    return marks, lambda event: marks.__setitem__(event, read_emulator())
 
 
 # ---- results ---------------------------------------------------------------------------------
@@ -352,7 +352,7 @@ class Bench:
                 paths.append(("own address (no link)", self.a.router_netns, self.a.public_address))
             interval = max(0.05, 4 * delay / 1000)
             for name, ns, address in paths:
-                before = snapshot()
+                before = read_emulator()
                 samples = probe.rtt_samples_ms(ns, address, self.plan.rtt_count, interval)
                 rows.append(RttRow(delay, name, len(samples), 0.0 if "own" in name else 2.0 * delay,
                                    statistics.median(samples), statistics.fmean(samples), samples[0],
@@ -374,7 +374,7 @@ class Bench:
                          f"{flows} flow{'s' if flows > 1 else ''}")
                 set_link(self.link.name, rate_bps=rate, queue_bytes=queue, loss=0.0)
                 pairs = [(self.a.router_netns, self.b.router_netns, self.b.public_address)] * flows
-                before = snapshot()
+                before = read_emulator()
                 marks, mark = marker()
                 result = probe.tcp_flows(pairs, self.plan.tcp_seconds, cc, self.plan.tcp_warmup, mark)
                 share = share_since(before, self.link.name, (marks["start"], marks["end"]))
@@ -392,11 +392,11 @@ class Bench:
             self.log(f"loss: {configured:.2%} configured, {count} datagrams")
             set_link(self.link.name, "a_to_b", loss=configured, seed=LOSS_SEED)
             ring0, rcv0 = probe.tx_dropped(*tun), probe.udp_receive_errors(self.b.router_netns)
-            before = snapshot()
+            before = read_emulator()
             sent, got = probe.udp_probe(self.a.router_netns, self.b.router_netns, self.b.public_address,
                                         LOSS_PAYLOAD, pps=pps, count=count)
             share = share_since(before, self.link.name)
-            d = delta(before, snapshot(), self.link.name, "a_to_b")
+            d = delta(before, read_emulator(), self.link.name, "a_to_b")
             lost = sent["sent"] - got["unique"]
             rows.append(LossRow(
                 configured, d["rx_packets"], d["drop_loss"], d["drop_loss"] / max(1, d["rx_packets"]),
@@ -416,7 +416,7 @@ class Bench:
         self.log(f"load: {n} TCP flows {src.name}->{dst.name} at the link's own settings")
         self.restore()
         pairs = [(src.nodes[i].netns, dst.nodes[i].netns, dst.nodes[i].address) for i in range(n)]
-        before = snapshot()
+        before = read_emulator()
         marks, mark = marker()
         result = probe.tcp_flows(pairs, self.plan.load_seconds, warmup=self.plan.tcp_warmup, between=mark)
         share = share_since(before, self.link.name, (marks["start"], marks["end"]))
@@ -442,7 +442,7 @@ class Bench:
         sent, got = probe.udp_probe(self.a.router_netns, self.b.router_netns, self.b.public_address, payload,
                                     pps=pps, seconds=self.plan.capacity_seconds, gso=True, between=mark)
         share = share_since(marks["start"], self.link.name, (marks["start"], marks["end"]))
-        d = delta(marks["start"], snapshot(), self.link.name, "a_to_b")
+        d = delta(marks["start"], read_emulator(), self.link.name, "a_to_b")
         seconds = sent["seconds"]
         return CapacityStep(
             offered_pps=pps, sent_pps=sent["sent"] / seconds, delivered_pps=got["unique"] / seconds,
@@ -606,7 +606,7 @@ def run(topo: Topology, *, quick: bool = False, seconds: float | None = None, js
         if problems:
             raise BenchError("the testbed is not healthy: " + "; ".join(problems))
         with terminate_as_interrupt():
-            report = measure(topo, link, plan, selected, quick)
+            report = measure_parts(topo, link, plan, selected, quick)
     except shell.CommandError as e:
         raise BenchError(str(e)) from None
     finally:
@@ -621,7 +621,7 @@ def run(topo: Topology, *, quick: bool = False, seconds: float | None = None, js
     return 0
 
 
-def measure(topo: Topology, link: WanLink, plan: Plan, selected: tuple[str, ...], quick: bool) -> dict:
+def measure_parts(topo: Topology, link: WanLink, plan: Plan, selected: tuple[str, ...], quick: bool) -> dict:
     bench = Bench(topo, link, plan)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     load_before = os.getloadavg()

@@ -27,7 +27,7 @@ ETHERNET_HEADER = 14
 
 
 @dataclass
-class Measurement:
+class LinkMeasurement:
     link: str
     what: str
     direction: str
@@ -51,13 +51,14 @@ def drop_counts() -> dict[tuple[str, str], int]:
 
 
 def measure_direction(topo: Topology, link: WanLink, src: Cluster, dst: Cluster,
-                      seconds: float) -> list[Measurement]:
+                      seconds: float) -> list[LinkMeasurement]:
     key = (link.name, "a_to_b" if src.name == link.a else "b_to_a")
     s0, d0 = src.nodes[0], dst.nodes[0]
     rtt = 2 * link.delay_us / 1000
     if not emulator.wait_idle(link.name):       # the flows of the other direction have drained
         print(f"wanmpi: link {link.name} still busy after 10 s; the RTT below includes its queue", file=sys.stderr)
-    out = [Measurement(link.name, "RTT", f"{s0.name}->{d0.name}", rtt, probe.rtt_ms(s0.netns, d0.address), "ms", rtt)]
+    out = [LinkMeasurement(link.name, "RTT", f"{s0.name}->{d0.name}", rtt, probe.rtt_ms(s0.netns, d0.address), "ms",
+                           rtt)]
     payload = topo.mtu - TCP_IP_HEADERS
     flows = min(MAX_FLOWS, len(src.nodes), len(dst.nodes))
     for n in sorted({1, flows}):
@@ -69,12 +70,12 @@ def measure_direction(topo: Topology, link: WanLink, src: Cluster, dst: Cluster,
         goodput = probe.tcp_flows(pairs, seconds).bits_per_s
         drops = drop_counts()[key] - before
         label = f"{s0.name}->{d0.name}" if n == 1 else f"{src.name}->{dst.name}"
-        out.append(Measurement(link.name, f"TCP {n} flow{'s' if n > 1 else ''}", label,
-                               expected / 1e6, goodput / 1e6, "Mbit/s", bound / 1e6, drops))
+        out.append(LinkMeasurement(link.name, f"TCP {n} flow{'s' if n > 1 else ''}", label,
+                                   expected / 1e6, goodput / 1e6, "Mbit/s", bound / 1e6, drops))
     return out
 
 
-def measure(topo: Topology, seconds: float) -> tuple[list[Measurement], list[str]]:
+def measure_links(topo: Topology, seconds: float) -> tuple[list[LinkMeasurement], list[str]]:
     results, skipped = [], []
     for link in topo.links:
         a, b = topo.cluster(link.a), topo.cluster(link.b)
@@ -95,7 +96,7 @@ def run(topo: Topology, seconds: float = 3.0, json_path: str | None = None) -> i
     if problems:
         raise net.TestbedError("the testbed is not healthy: " + "; ".join(problems))
     started, t0 = now_iso(), time.monotonic()
-    results, skipped = measure(topo, seconds)
+    results, skipped = measure_links(topo, seconds)
     print_table(topo, results, skipped)
     if json_path:       # bench_runner's result format; the measurements are its summary
         from .bench_runner import result_document, write_json
@@ -106,7 +107,7 @@ def run(topo: Topology, seconds: float = 3.0, json_path: str | None = None) -> i
     return 0
 
 
-def print_table(topo: Topology, results: list[Measurement], skipped: list[str]) -> None:
+def print_table(topo: Topology, results: list[LinkMeasurement], skipped: list[str]) -> None:
     for link in topo.links:
         print(f"link {link.name}: {units.format_rate(link.rate_bps)}, "
               f"{units.format_duration_us(link.delay_us)} one-way, queue "
