@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import launch, net, paths, units
+from . import launch, paths, units
 from .bench_runner import BenchError, Case, Record, Runner, exit_status, finish, job_rows, now_iso
 from .topo import Topology
 
@@ -116,16 +116,6 @@ def parse_sizes(text: str) -> list[int]:
             raise BenchError(f"--sizes: {item.strip()!r} is not a size such as 4096, 64K or 8M")
         sizes.append(int(m[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m[2]])
     return sizes
-
-
-def require_testbed(topo: Topology) -> None:
-    """The testbed of `topo` is up and healthy, or BenchError says why not."""
-    state = net.State.load()
-    if state is None or state.topology_text != topo.text:
-        raise BenchError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
-    problems = net.health(state)
-    if problems:
-        raise BenchError("the testbed is not healthy: " + "; ".join(problems))
 
 
 def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from . import emulator, net, probe, shell, units
 from .bench_net import TCP_IP_HEADERS
+from .bench_runner import BEHIND_LATE_1MS, BEHIND_LATE_200US, BenchError
 from .topo import Cluster, Topology, WanLink
 
 PARTS = ("rtt", "tcp", "loss", "load", "capacity")
@@ -45,8 +46,6 @@ RTT_TARGET_MS = 0.2                  # issue 3: idle RTT within 0.2 ms of 2 x de
 BBR_TARGET = 0.95                    # issue 3: one BBR flow >= 95 % of the rate, 1 BDP queue
 CAPACITY_LOSS = 0.01                 # "under 1 % extra loss"
 HEADROOM_TARGET = 2.0
-BEHIND_LATE_200US = 0.01             # share of releases: the emulator fell behind
-BEHIND_LATE_1MS = 0.001
 FAST_RATE_BPS = 1_000_000_000        # the second TCP rate
 CAPACITY_RATE_BPS = 1_000_000_000_000   # lifts the rate limit: only wanem's speed counts
 CAPACITY_QUEUE_BYTES = 1 << 30
@@ -78,10 +77,6 @@ QUICK = Plan(rtt_delays_ms=(1, 10), rtt_count=10,
              tcp_seconds=1.0, tcp_warmup=0.5,
              loss_cases=((0.01, 20_000, 50_000),), load_seconds=1.0,
              capacity_mtus=(1500, 9000), capacity_seconds=0.5, capacity_refine=0)
-
-
-class BenchError(net.TestbedError):
-    """A bad argument or a benchmark that could not run; the message says why."""
 
 
 # ---- what the emulator counted ------------------------------------------------------------

@@ -17,8 +17,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from . import emulator, net, probe, units
-from .bench_runner import now_iso
+from . import emulator, probe, units
+from .bench_runner import now_iso, require_testbed
 from .topo import Cluster, Topology, WanLink
 
 MAX_FLOWS = 4
@@ -89,12 +89,7 @@ def measure_links(topo: Topology, seconds: float) -> tuple[list[LinkMeasurement]
 
 
 def run(topo: Topology, seconds: float = 3.0, json_path: str | None = None) -> int:
-    state = net.State.load()
-    if state is None or state.topology_text != topo.text:
-        raise net.TestbedError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
-    problems = net.health(state)
-    if problems:
-        raise net.TestbedError("the testbed is not healthy: " + "; ".join(problems))
+    require_testbed(topo)
     started, t0 = now_iso(), time.monotonic()
     results, skipped = measure_links(topo, seconds)
     print_table(topo, results, skipped)

@@ -40,8 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import emulator, net, paths, units
-from .bench_coll import BenchError, require_testbed
-from .bench_runner import now_iso, result_document, write_json
+from .bench_runner import BenchError, now_iso, require_testbed, result_document, write_json
 from .topo import Node, Topology
 
 VARIANTS = ("rbudp", "tcp-cubic", "tcp-bbr")

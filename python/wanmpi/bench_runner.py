@@ -54,7 +54,7 @@ from . import emulator, net, paths, probe, topo
 from .topo import Topology
 
 FORMAT = "wanmpi-bench/1"
-BEHIND_LATE_200US = 0.01        # share of releases (as `bench emulator`): the emulator fell behind
+BEHIND_LATE_200US = 0.01        # share of releases late: the emulator fell behind (every bench)
 BEHIND_LATE_1MS = 0.001
 
 
@@ -286,6 +286,16 @@ class NetnsTestbed:
     def healthy(self) -> bool:
         state = net.State.load()
         return state is not None and not net.health(state)
+
+
+def require_testbed(topo: Topology) -> None:
+    """The testbed of `topo` is up and healthy, or BenchError says why not."""
+    state = net.State.load()
+    if state is None or state.topology_text != topo.text:
+        raise BenchError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
+    problems = net.health(state)
+    if problems:
+        raise BenchError("the testbed is not healthy: " + "; ".join(problems))
 
 
 # ---- environment ------------------------------------------------------------------------
