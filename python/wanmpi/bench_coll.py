@@ -25,8 +25,8 @@ from . import launch, paths, units
 from .bench_runner import BenchError, Case, Record, Runner, exit_status, finish, job_rows, now_iso
 from .topo import Topology
 
-COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
-SINGLE_LANE = {f"WANMPI_{c.upper()}": "singlelane" for c in COLLECTIVES}
+OPS = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
+SINGLE_LANE = {f"WANMPI_{c.upper()}": "singlelane" for c in OPS}
 TUNED_BEST = ["--mca", "coll_tuned_use_dynamic_rules", "1",
               "--mca", "coll_tuned_bcast_algorithm", "3",                 # pipeline
               "--mca", "coll_tuned_bcast_algorithm_segmentsize", "32768",

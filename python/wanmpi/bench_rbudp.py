@@ -40,14 +40,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import emulator, net, paths, units
+from .probe import HARNESS
 from .bench_runner import BenchError, now_iso, require_testbed, result_document, write_json
 from .topo import Node, Topology
 
 VARIANTS = ("rbudp", "tcp-cubic", "tcp-bbr")
 DEFAULT_LOSSES = "0,0.001,0.01"
 ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
-WANRELAY = Path(os.environ.get("WANMPI_WANRELAY", paths.REPO / "target" / "release" / "wanrelay"))
-HARNESS = ["nice", "-n", "-10"]
+WANRELAY = paths.WANRELAY
 INSIDE_PORT, OUTSIDE_PORT, UDP_PORT, SINK_PORT = 7400, 7401, 7402, 7410
 METRICS_PORT = 9464
 IP_UDP_OVERHEAD = 28

@@ -53,7 +53,7 @@ PATH_VARIANTS = ("loopback", "direct", "forwarded", "relayed")
 PATH_PORT = 5302
 TRUNKS = (1, 2, 4)
 RELAY_KERNELS = ("bt", "cg", "lu", "mg", "sp")
-PINGPONG = ["-s", str(4 << 20), "-r", "6"]
+PINGPONG_ARGS = ["-s", str(4 << 20), "-r", "6"]
 FLOW_BYTES = 64_000_000                  # per wanflow pair (--flow-bytes)
 CROSS_PORT = 5301
 
@@ -63,35 +63,35 @@ def relays_spec(n: int, relay_nic_bps: int | None = None) -> TopologySpec:
     return with_relays(n, relay_nic_bps, public=True)
 
 
-def plan(parts: list[str], mpis: list[str], delays: list[float], reps: int, klass: str,
-         relay_nic_bps: int, flow_bytes: int = FLOW_BYTES) -> list[Case]:
-    cases = []
+def cases(parts: list[str], mpis: list[str], delays: list[float], reps: int, klass: str,
+          relay_nic_bps: int, flow_bytes: int = FLOW_BYTES) -> list[Case]:
+    planned = []
     one, two = relays_spec(1), relays_spec(2)
     for rep in range(1, reps + 1):
         for mpi in mpis:
             if "latency" in parts:
                 for delay in delays:
                     for v in ("direct", "relayed"):
-                        cases.append(Case("pingpong", v, mpi, delay, rep, one))
+                        planned.append(Case("pingpong", v, mpi, delay, rep, one))
             if "path" in parts and mpi == mpis[0]:      # no MPI: once, at 0 ms, whatever the delays
                 for v in PATH_VARIANTS:
-                    cases.append(Case("tcprtt", v, "tcp", 0.0, rep, one))
+                    planned.append(Case("tcprtt", v, "tcp", 0.0, rep, one))
             if "trunks" in parts:
                 slow = {n: relays_spec(n, relay_nic_bps) for n in TRUNKS}
-                cases.append(Case("wanflow", "direct", mpi, max(delays), rep, slow[1],
-                                  (("bytes", flow_bytes),)))
+                planned.append(Case("wanflow", "direct", mpi, max(delays), rep, slow[1],
+                                    (("bytes", flow_bytes),)))
                 for n in TRUNKS:
-                    cases.append(Case("wanflow", f"relayed-{n}", mpi, max(delays), rep, slow[n],
-                                      (("trunks", n), ("bytes", flow_bytes))))
+                    planned.append(Case("wanflow", f"relayed-{n}", mpi, max(delays), rep, slow[n],
+                                        (("trunks", n), ("bytes", flow_bytes))))
             if "kernels" in parts:
                 for delay in delays:
                     for kernel in RELAY_KERNELS:
                         for cross in (False, True):
                             for v in ("direct", "relayed"):
-                                cases.append(Case(kernel, v, mpi, delay, rep, two,
-                                                  (("class", klass), ("cross", cross))))
+                                planned.append(Case(kernel, v, mpi, delay, rep, two,
+                                                    (("class", klass), ("cross", cross))))
     # cases of one testbed together (the runner groups them so; keep plan order inside)
-    return cases
+    return planned
 
 
 @contextlib.contextmanager
@@ -159,7 +159,7 @@ def execute(case: Case, t: Topology, timeout: float) -> dict:
     use_relays = case.variant != "direct"
     if case.kernel == "pingpong":
         a, b = t.clusters[0].nodes[0], t.clusters[1].nodes[0]
-        out, _ = job_output(t, case.mpi, [str(paths.BUILD / case.mpi / "pingpong"), *PINGPONG], [a, b],
+        out, _ = job_output(t, case.mpi, [str(paths.BUILD / case.mpi / "pingpong"), *PINGPONG_ARGS], [a, b],
                             timeout=timeout, use_relays=use_relays)
         m = re.search(r"latency_us ([\d.]+) bandwidth_mbit ([\d.]+) ok", out)
         if not m:
@@ -275,11 +275,11 @@ def run(base: Topology, parts: list[str], mpis: list[str], delays: list[float], 
         raise BenchError(f"{base.source}: bench relay needs a topology of two clusters")
     relay_nic_bps = relay_nic_bps or min(l.rate_bps for l in base.links) // 4
     started_iso, started = now_iso(), time.monotonic()
-    cases = plan(parts, mpis, delays, reps, klass, relay_nic_bps, flow_bytes)
-    records = Runner(base).run(cases, lambda case, t: execute(case, t, timeout))
+    records = Runner(base).run(cases(parts, mpis, delays, reps, klass, relay_nic_bps, flow_bytes),
+                               lambda case, t: execute(case, t, timeout))
     s = summary(records, base, relay_nic_bps)
     print_report(s)
     settings = {"parts": parts, "mpis": mpis, "delays": delays, "reps": reps, "class": klass,
-                "relay_nic_bps": relay_nic_bps, "pingpong": PINGPONG, "wanflow_bytes": flow_bytes,
+                "relay_nic_bps": relay_nic_bps, "pingpong": PINGPONG_ARGS, "wanflow_bytes": flow_bytes,
                 "kernels": list(RELAY_KERNELS)}
     return exit_status(finish("relay", base, settings, records, [s], started_iso, started, json_path))

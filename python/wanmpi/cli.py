@@ -470,10 +470,10 @@ def cmd_bench_emulator(args) -> int:
 
 def cmd_bench_coll(args) -> int:
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
-    unknown = [o for o in ops if o not in bench_coll.COLLECTIVES]
+    unknown = [o for o in ops if o not in bench_coll.OPS]
     if unknown or not ops:
         raise CliError(f"--ops: unknown {', '.join(unknown) or '(none given)'} "
-                       f"(known: {', '.join(bench_coll.COLLECTIVES)})")
+                       f"(known: {', '.join(bench_coll.OPS)})")
     if args.iters < 1:
         raise CliError(f"--iters must be at least 1, got {args.iters}")
     if args.ranks is not None and args.ranks < 2:

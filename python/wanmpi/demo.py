@@ -48,16 +48,16 @@ def run(topology_path: str | None = None) -> int:
                 print(text)
                 print(f"wanmpi demo: the {name} job failed with status {status}")
                 return 1
-            rows[name] = (parse(text), wan_bytes() - before)
-        print_table(rows, a.name, b.name)
+            rows[name] = (parse_pingpong(text), wan_bytes() - before)
+        print_pingpong(rows, a.name, b.name)
         print()
-        if collectives(t) != 0:
+        if show_collectives(t) != 0:
             return 1
         print()
-        if alltoall(t) != 0:
+        if show_alltoall(t) != 0:
             return 1
         print()
-        if private_cluster(t) != 0:
+        if show_private_cluster(t) != 0:
             return 1
     finally:
         if built:
@@ -74,7 +74,7 @@ def run(topology_path: str | None = None) -> int:
 COLLECTIVE_SIZE = "4M"
 
 
-def collectives(t: topo.Topology) -> int:
+def show_collectives(t: topo.Topology) -> int:
     """Broadcast and allreduce with Open MPI alone and with libwanmpi."""
     args = ["--ops", "bcast,allreduce", "--sizes", COLLECTIVE_SIZE, "--iters", "3", "--warmup", "1"]
     times = {}
@@ -96,7 +96,7 @@ def collectives(t: topo.Topology) -> int:
     return 0
 
 
-def alltoall(t: topo.Topology) -> int:
+def show_alltoall(t: topo.Topology) -> int:
     """The IS pattern with Open MPI alone and with wanmpi (bench/patterns)."""
     rows = {}
     for variant in ("ompi", "wanmpi"):
@@ -125,7 +125,7 @@ def make_private(raw: dict) -> dict:
     return out
 
 
-def private_cluster(t: topo.Topology) -> int:
+def show_private_cluster(t: topo.Topology) -> int:
     """The second cluster behind NAT: unreachable directly, joined through relays."""
     spec = TopologySpec("demo-private", make_private, (), f"{t.clusters[1].name} private, {RELAY_PAIRS} relays "
                         "per cluster")
@@ -148,7 +148,7 @@ def private_cluster(t: topo.Topology) -> int:
             status = launch.run_job(launch.launcher(name), job, timeout=300, stdout=out)
             out.seek(0)
             text = out.read()
-        row = parse(text).get(b0.name)
+        row = parse_pingpong(text).get(b0.name)
         if status != 0 or row is None:
             print(text)
             print(f"wanmpi demo: the {name} job through the relays failed with status {status}")
@@ -164,7 +164,7 @@ def relayed_bytes(t: topo.Topology) -> int:
                                         direction="to_wan") for r in t.relays))
 
 
-def parse(text: str) -> dict[str, tuple[float, float]]:
+def parse_pingpong(text: str) -> dict[str, tuple[float, float]]:
     rows = {}
     for m in re.finditer(r"peer \d+ host (\S+) latency_us ([\d.]+) bandwidth_mbit ([\d.]+) ok", text):
         rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
@@ -175,7 +175,7 @@ def wan_bytes() -> int:
     return sum(c["tx_bytes"] for c in emulator.counters().values())
 
 
-def print_table(rows: dict, local: str, remote: str) -> None:
+def print_pingpong(rows: dict, local: str, remote: str) -> None:
     names = list(rows)
     print(f"{'ping-pong from ' + local + '0 to':<26}" + "".join(f"{n:>28}" for n in names))
     print(f"{'':<26}" + "".join(f"{'latency':>14}{'bandwidth':>14}" for _ in names))
