@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from wanmpi import emulator, launch, net, paths, topo
+from wanmpi import launch, paths, topo
+from wanmpi.testbed import emulator, net
 
 REPO = paths.REPO
 WANMPI = [sys.executable, "-m", "wanmpi"]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, bring_up, wanmpi
-from wanmpi import cli, doctor, net, tcptune, topo
+from wanmpi import cli, doctor, tcptune, topo
+from wanmpi.testbed import net
 from wanmpi.doctor import FAIL, OK, WARN, Interface, NodeSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import program, wanmpi
-from wanmpi import emulator, paths, tcpstats, topo
+from wanmpi import paths, tcpstats, topo
+from wanmpi.testbed import emulator
 from wanmpi.tcpstats import Snapshot, TcpStats
 from wanmpi.topo import Node
 

@@ -35,9 +35,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 
-from . import emulator, net, probe, shell, units
+from . import shell, units
 from .bench_net import TCP_IP_HEADERS
 from .bench_runner import BEHIND_LATE_1MS, BEHIND_LATE_200US, BenchError
+from .testbed import emulator, net, probe
 from .topo import Cluster, Topology, WanLink
 
 PARTS = ("rtt", "tcp", "loss", "load", "capacity")

@@ -17,8 +17,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from . import emulator, probe, units
+from . import units
 from .bench_runner import now_iso, require_testbed
+from .testbed import emulator, probe
 from .topo import Cluster, Topology, WanLink
 
 MAX_FLOWS = 4

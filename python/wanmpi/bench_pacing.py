@@ -37,9 +37,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import emulator, launch, net, paths, shell, tcpstats
-from .bench_runner import (BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, job_rows,
-                           now_iso)
+from . import launch, paths, shell, tcpstats
+from .bench_runner import BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, job_rows, now_iso
+from .testbed import emulator, net
 from .topo import Topology
 
 KERNELS = {"is": ["--iters", "10"], "ft": ["--iters", "3"], "lu": ["--iters", "4"]}

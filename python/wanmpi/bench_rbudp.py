@@ -39,9 +39,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import emulator, net, paths, units
-from .probe import HARNESS
+from . import paths, units
 from .bench_runner import BenchError, now_iso, require_testbed, result_document, write_json
+from .testbed import emulator, net
+from .testbed.probe import HARNESS
 from .topo import Node, Topology
 
 VARIANTS = ("rbudp", "tcp-cubic", "tcp-bbr")
@@ -89,7 +90,7 @@ def parse_variants(text: str) -> list[str]:
 
 
 def transfer_cmd(*args: str) -> list[str]:
-    return [*HARNESS, sys.executable, "-m", "wanmpi.transfer", *args]
+    return [*HARNESS, sys.executable, "-m", "wanmpi.testbed.transfer", *args]
 
 
 class RelayPair:

@@ -42,10 +42,11 @@ import subprocess
 import sys
 import time
 
-from . import libwanmpi, net, paths, relays, shell
-from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, exit_status, finish, job_output,
-                           job_rows, markdown_table, now_iso, with_relays)
+from . import libwanmpi, paths, relays, shell
+from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, exit_status, finish, job_output, job_rows,
+                           markdown_table, now_iso, with_relays)
 from .bench_suite import KERNELS
+from .testbed import net
 from .topo import Topology
 
 PARTS = ("latency", "path", "trunks", "kernels")
@@ -99,7 +100,7 @@ def cross_traffic(t: Topology):
     """One bulk TCP flow from the first cluster's router to the second's, over the
     emulated WAN, for as long as the block runs."""
     a, b = t.clusters[0], t.clusters[1]
-    flow = [sys.executable, "-m", "wanmpi.flow"]
+    flow = [sys.executable, "-m", "wanmpi.testbed.flow"]
     server = subprocess.Popen(net.in_netns(b.router_netns, [*flow, "serve", "--port", str(CROSS_PORT)]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)

@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
-from . import emulator, net, paths, probe, topo
+from . import paths, topo
+from .testbed import emulator, net, probe
 from .topo import Topology
 
 FORMAT = "wanmpi-bench/1"

@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths, topo
-from .bench_runner import (BASE, SINGLE_CLUSTER, BenchError, Case, Record, Runner, TopologySpec,
-                           environment_summary, job_rows, markdown_table, now_iso, plan, result_document,
-                           with_relays, write_json)
+from .bench_runner import (BASE, SINGLE_CLUSTER, BenchError, Case, Record, Runner, TopologySpec, environment_summary,
+                           job_rows, markdown_table, now_iso, plan, result_document, with_relays, write_json)
 from .topo import Topology
 
 CLASSES = ("S", "A", "B")

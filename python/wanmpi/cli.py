@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from . import bench_coll, doctor, emulator, launch, net, paths, plot, tcpstats, topo, units
+from . import bench_coll, doctor, launch, paths, plot, tcpstats, topo, units
+from .testbed import emulator, net
 from .topo import Topology
 
 EXIT_USAGE = 2

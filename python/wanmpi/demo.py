@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 
-from . import bench_coll, bench_pacing, emulator, launch, net, paths, relays, topo, units
+from . import bench_coll, bench_pacing, launch, paths, relays, topo, units
 from .bench_runner import TopologySpec
+from .testbed import emulator, net
 
 PINGPONG = "pingpong"
 

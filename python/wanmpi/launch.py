@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import libwanmpi, net, paths, relays, shell
+from . import libwanmpi, paths, relays, shell
+from .testbed import net
 from .topo import Node, Topology
 
 EXIT_TIMEOUT = 124

@@ -27,7 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import emulator, net, paths
+from . import paths
+from .testbed import emulator, net
 from .topo import Relay, Topology
 
 METRICS_PORT = 9464

@@ -2,7 +2,7 @@
 run inside the testbed's namespaces:
 
   ping        RTT samples between two namespaces
-  TCP flows   wanmpi.flow senders and receivers, with a chosen congestion control
+  TCP flows   wanmpi.testbed.flow senders and receivers, with a chosen congestion control
   UDP probe   udpprobe (crates/udpprobe): paced, sequence-numbered datagrams
   counters    a namespace's interface and UDP drop counters, the CPU's idle share
 """
@@ -17,7 +17,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import net, paths, shell
+from .. import paths, shell
+from . import net
 
 TCP_PORT = 5201
 UDP_PORT = 5301
@@ -33,9 +34,9 @@ class ProbeError(net.TestbedError):
 
 # ---- ping ------------------------------------------------------------------------------
 def rtt_samples_ms(src_ns: str, address: str, count: int = 20, interval: float = 0.05) -> list[float]:
-    """Sorted RTTs of `count` ICMP echoes (wanmpi.pinger: microseconds, where
+    """Sorted RTTs of `count` ICMP echoes (wanmpi.testbed.pinger: microseconds, where
     ping rounds to 0.1 ms), after one that warms up neighbour tables."""
-    pinger = [*HARNESS, sys.executable, "-m", "wanmpi.pinger", address, "--interval", str(interval)]
+    pinger = [*HARNESS, sys.executable, "-m", "wanmpi.testbed.pinger", address, "--interval", str(interval)]
     shell.run(net.in_netns(src_ns, [*pinger, "--count", "1"]), check=False)
     done = shell.run(net.in_netns(src_ns, [*pinger, "--count", str(count)]),
                      timeout=30 + count * (interval + 2), check=False)
@@ -66,7 +67,7 @@ def tcp_flows(pairs: list[tuple[str, str, str]], seconds: float, cc: str | None 
     its own port; each sends for warmup + seconds with congestion control `cc`
     (None: the namespace's default). `between(event)` is called with "start"
     when the warm-up is over and "end" when the senders are done."""
-    flow = [*HARNESS, sys.executable, "-m", "wanmpi.flow"]
+    flow = [*HARNESS, sys.executable, "-m", "wanmpi.testbed.flow"]
     servers = [subprocess.Popen(net.in_netns(dst, [*flow, "serve", "--port", str(TCP_PORT + i),
                                                    "--warmup", str(warmup)]),
                                 stdout=subprocess.PIPE, text=True) for i, (_, dst, _) in enumerate(pairs)]

@@ -1,6 +1,6 @@
 """ICMP echo with microsecond resolution, run inside a testbed namespace.
 
-  python -m wanmpi.pinger ADDRESS [--count N] [--interval S] [--timeout S]
+  python -m wanmpi.testbed.pinger ADDRESS [--count N] [--interval S] [--timeout S]
       prints one JSON line: {"rtt_ms": [...], "sent": N, "lost": L,
                              "kernel_stamped": K}
 
@@ -129,7 +129,7 @@ def wait_reply(s: socket.socket, ident: int, seq: int, sent_ns: int, timeout: fl
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(prog="python -m wanmpi.pinger")
+    p = argparse.ArgumentParser(prog="python -m wanmpi.testbed.pinger")
     p.add_argument("address")
     p.add_argument("--count", type=int, default=20)
     p.add_argument("--interval", type=float, default=0.05)

@@ -9,8 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import paths, shell
-from .topo import Topology, WanLink
+from .. import paths, shell
+from ..topo import Topology, WanLink
 
 CONFIG = paths.STATE_DIR / "wanem.json"
 CONTROL = paths.STATE_DIR / "wanem.sock"

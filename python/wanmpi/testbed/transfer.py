@@ -1,16 +1,16 @@
 """One bulk transfer, run inside testbed nodes by `wanmpi bench rbudp`.
 
-  python -m wanmpi.transfer sink --listen ADDR:PORT [--preamble] [--timeout S]
+  python -m wanmpi.testbed.transfer sink --listen ADDR:PORT [--preamble] [--timeout S]
       accepts one connection (with --preamble: from a relay, whose 48-byte
       delivery preamble is read first), reads it to EOF and prints one JSON
       line: {"bytes": n, "first": t, "end": t} (CLOCK_MONOTONIC seconds: the
       same clock in every namespace of the machine).
-  python -m wanmpi.transfer source --to ADDR:PORT --size N [--cc ALGO]
+  python -m wanmpi.testbed.transfer source --to ADDR:PORT --size N [--cc ALGO]
                                    [--via RELAY:PORT --source-ip IP] [--max-seconds S]
       connects (directly, or through a relay of its cluster with the
       connect preamble, docs/wanproto.md), sends N bytes (or for at most S
       seconds), closes, and prints {"start": t, "sent": n, "partial": bool}.
-  python -m wanmpi.transfer scrape --url URL
+  python -m wanmpi.testbed.transfer scrape --url URL
       prints the body of an HTTP GET (a relay's metrics inside its namespace).
 """
 from __future__ import annotations
@@ -116,7 +116,7 @@ def source(to: str, size: int, cc: str | None, via: str | None, source_ip: str |
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wanmpi.transfer")
+    p = argparse.ArgumentParser(prog="python -m wanmpi.testbed.transfer")
     sub = p.add_subparsers(dest="cmd", required=True)
     sk = sub.add_parser("sink")
     sk.add_argument("--listen", required=True)

@@ -31,8 +31,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import emulator, paths, shell, tcptune
-from .topo import NETNS_PREFIX, Cluster, Node, Relay, Topology
+from .. import paths, shell, tcptune
+from ..topo import NETNS_PREFIX, Cluster, Node, Relay, Topology
+from . import emulator
 
 HOST_QUEUE_BYTES = 1_500_000     # a node's own transmit queue (1000 full packets)
 GLOBAL_SYSCTLS = {"net.core.netdev_max_backlog": 10000}

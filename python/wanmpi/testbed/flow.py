@@ -1,11 +1,11 @@
 """A TCP throughput probe run inside testbed nodes by `wanmpi bench net`.
 
-  python -m wanmpi.flow serve --port P [--connections N] [--warmup W]
+  python -m wanmpi.testbed.flow serve --port P [--connections N] [--warmup W]
       accepts N connections, reads each to EOF, then prints one JSON line:
       {"bytes": total, "seconds": first byte to last byte,
        "steady_bytes": bytes received W seconds or more after the first byte,
        "steady_seconds": from then to the last byte}
-  python -m wanmpi.flow send --host H --port P --seconds S [--cc ALGO]
+  python -m wanmpi.testbed.flow send --host H --port P --seconds S [--cc ALGO]
       sends as fast as TCP allows for S seconds, then closes.
 """
 from __future__ import annotations
@@ -89,7 +89,7 @@ def send(host: str, port: int, seconds: float, cc: str | None) -> None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(prog="python -m wanmpi.flow")
+    p = argparse.ArgumentParser(prog="python -m wanmpi.testbed.flow")
     sub = p.add_subparsers(dest="role", required=True)
     sv = sub.add_parser("serve")
     sv.add_argument("--port", type=int, required=True)
