@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from wanmpi import launch, paths, topo
+from wanmpi import paths, topo
+from wanmpi.job import launch
 from wanmpi.testbed import emulator, net
 
 REPO = paths.REPO

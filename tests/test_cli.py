@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import REPO, WANMPI, program, wanmpi
-from wanmpi import launch
+from wanmpi.job import launch
 from wanmpi.testbed import net
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, bring_up, wanmpi
-from wanmpi import cli, doctor, tcptune, topo
+from wanmpi import cli, tcptune, topo
+from wanmpi.job import doctor
 from wanmpi.testbed import net
-from wanmpi.doctor import FAIL, OK, WARN, Interface, NodeSettings
+from wanmpi.job.doctor import FAIL, OK, WARN, Interface, NodeSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TWO = REPO / "examples" / "two-clusters.toml"

@@ -18,7 +18,8 @@ import time
 import pytest
 
 from conftest import MPIS, REPO, WANMPI, bring_up, program, wanmpi
-from wanmpi import libwanmpi, paths, relays, topo
+from wanmpi import paths, topo
+from wanmpi.job import libwanmpi, relays
 from wanmpi.testbed import net
 
 STREAMS = REPO / "tests" / "programs" / "streams.py"

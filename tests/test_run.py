@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import MPIS, REPO, WANMPI, program, wan_counters, wanmpi
-from wanmpi import launch
+from wanmpi.job import launch
 from wanmpi.testbed import net
 
 

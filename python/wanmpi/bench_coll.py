@@ -21,8 +21,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import launch, paths, units
+from . import paths, units
 from .bench_runner import BenchError, Case, Record, Runner, exit_status, finish, job_rows, now_iso
+from .job import launch
 from .topo import Topology
 
 OPS = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")

@@ -37,8 +37,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import launch, paths, shell, tcpstats
+from . import paths, shell
 from .bench_runner import BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, job_rows, now_iso
+from .job import launch, tcpstats
 from .testbed import emulator, net
 from .topo import Topology
 

@@ -42,10 +42,11 @@ import subprocess
 import sys
 import time
 
-from . import libwanmpi, paths, relays, shell
+from . import paths, shell
 from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, exit_status, finish, job_output, job_rows,
                            markdown_table, now_iso, with_relays)
 from .bench_suite import KERNELS
+from .job import libwanmpi, relays
 from .testbed import net
 from .topo import Topology
 

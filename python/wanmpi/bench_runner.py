@@ -250,7 +250,7 @@ class Testbed(Protocol):
 
 
 class NetnsTestbed:
-    """The emulated testbed of this machine (net.py, emulator.py)."""
+    """The emulated testbed of this machine (testbed/net.py, testbed/emulator.py)."""
 
     def current(self) -> Topology | None:
         state = net.State.load()
@@ -611,7 +611,7 @@ def job_output(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict
     stdout and on stderr. BenchError (with the reason from its output) if it
     failed; its stderr is captured, so a failed case records why."""
     import tempfile
-    from . import launch
+    from .job import launch
     program = Path(argv[0])
     if not program.exists():
         raise BenchError(f"{program} is not built: run `make build`")

@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from . import bench_coll, doctor, launch, paths, plot, tcpstats, topo, units
+from . import bench_coll, paths, plot, topo, units
+from .job import doctor, launch, tcpstats
 from .testbed import emulator, net
 from .topo import Topology
 

@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 
-from . import bench_coll, bench_pacing, launch, paths, relays, topo, units
+from . import bench_coll, bench_pacing, paths, topo, units
 from .bench_runner import TopologySpec
+from .job import launch, relays
 from .testbed import emulator, net
 
 PINGPONG = "pingpong"

@@ -14,7 +14,7 @@ Per cluster (see docs/testbed.md for the naming and addressing scheme):
               router's relay network (bridge dmz0, public even when the
               cluster is private), both at the relay NIC rate; default route
               out through the router. wanrelay runs here for a job
-              (relays.py), never on the nodes.
+              (job/relays.py), never on the nodes.
 The WAN links are served by one `wanem` process (delay, rate, drop-tail
 queue, loss) whose control socket `wanmpi link` talks to.
 

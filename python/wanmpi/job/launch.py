@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import libwanmpi, paths, relays, shell
-from .testbed import net
-from .topo import Node, Topology
+from .. import paths, shell
+from ..testbed import net
+from ..topo import Node, Topology
+from . import libwanmpi, relays
 
 EXIT_TIMEOUT = 124
 EXIT_RELAY_LOST = 125

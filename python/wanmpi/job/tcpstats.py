@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from . import paths
-from .topo import Node, Topology
+from .. import paths
+from ..topo import Node, Topology
 
 PROC_FILES = ("/proc/net/netstat", "/proc/net/snmp")
 READ_TIMEOUT = 20.0          # seconds per node (ssh to a real host may be slow)

@@ -14,8 +14,8 @@ import math
 import sys
 from dataclasses import asdict, dataclass, field
 
-from . import paths, shell, tcptune, units
-from .topo import Node, Topology
+from .. import paths, shell, tcptune, units
+from ..topo import Node, Topology
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 EXIT_FAIL = 1

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import paths
-from .topo import Topology
+from .. import paths
+from ..topo import Topology
 
 
 def library(mpi: str) -> Path:

@@ -1,7 +1,7 @@
 """The relays of a job on the emulated testbed: their configuration, their
 processes, and what the ranks need to use them.
 
-With `relays = N` in a topology, every cluster has N relay nodes (net.py
+With `relays = N` in a topology, every cluster has N relay nodes (testbed/net.py
 builds them). For a job that spans clusters, `wanmpi run` starts one wanrelay
 per relay node (`RelaySet.start`), waits until every trunk is authenticated,
 gives the job `environment()` (the shim sends each connect to another
@@ -27,9 +27,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
-from .testbed import emulator, net
-from .topo import Relay, Topology
+from .. import paths
+from ..testbed import emulator, net
+from ..topo import Relay, Topology
 
 METRICS_PORT = 9464
 LAST_LOGS = paths.STATE_DIR / "relay-logs"       # the last job's relays: <name>.log, <name>.metrics
