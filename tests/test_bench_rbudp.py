@@ -10,7 +10,8 @@ import subprocess
 import pytest
 
 from conftest import REPO, bring_up, wanmpi
-from wanmpi import bench_rbudp, topo
+from wanmpi import topo
+from wanmpi.bench import rbudp as bench_rbudp
 from wanmpi.testbed import net, transfer
 
 

@@ -10,8 +10,9 @@ import tomllib
 import pytest
 
 from conftest import REPO, wanmpi
-from wanmpi import bench_runner as br
-from wanmpi import bench_suite, topo
+from wanmpi import topo
+from wanmpi.bench import runner as br
+from wanmpi.bench import suite as bench_suite
 
 
 class FakeTestbed:

@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from . import bench_coll, paths, plot, topo, units
+from . import paths, topo, units
+from .bench import coll, plot
 from .job import doctor, launch, tcpstats
 from .testbed import emulator, net
 from .topo import Topology
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except (CliError, topo.TopologyError, net.TestbedError, launch.LaunchError,
-            emulator.EmulatorError, plot.PlotError, bench_coll.BenchError, doctor.DoctorError) as e:
+            emulator.EmulatorError, plot.PlotError, coll.BenchError, doctor.DoctorError) as e:
         print(f"wanmpi: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -156,30 +157,30 @@ def build_parser() -> argparse.ArgumentParser:
     bem.set_defaults(handler=cmd_bench_emulator)
     bco = bnsub.add_parser("coll", help="WAN-aware collectives vs the MPIs' own, across sizes and delays")
     topology_option(bco)
-    bco.add_argument("--variants", default=",".join(bench_coll.VARIANTS),
-                     help=f"comma-separated subset of: {', '.join(bench_coll.VARIANTS)} (default: all)")
+    bco.add_argument("--variants", default=",".join(coll.VARIANTS),
+                     help=f"comma-separated subset of: {', '.join(coll.VARIANTS)} (default: all)")
     bco.add_argument("--ops", default="bcast,allreduce", help="operations (default: bcast,allreduce)")
-    bco.add_argument("--sizes", default=bench_coll.DEFAULT_SIZES,
-                     help=f"message sizes, K/M suffixes (default: {bench_coll.DEFAULT_SIZES})")
+    bco.add_argument("--sizes", default=coll.DEFAULT_SIZES,
+                     help=f"message sizes, K/M suffixes (default: {coll.DEFAULT_SIZES})")
     bco.add_argument("--delays", default="0,2,5,10", help="one-way WAN delays in ms (default: 0,2,5,10)")
     bco.add_argument("--iters", type=int, default=5, help="timed iterations per size (default: 5)")
     bco.add_argument("-n", "--np", dest="ranks", type=int, help="ranks (default: one per node)")
     bco.add_argument("--map", metavar="MAP", help="rank placement, as for `wanmpi run`")
     bco.add_argument("--quick", action="store_true",
-                     help=f"sizes {bench_coll.QUICK_SIZES}, delay 10 ms, 2 iterations (for tests)")
+                     help=f"sizes {coll.QUICK_SIZES}, delay 10 ms, 2 iterations (for tests)")
     bco.add_argument("--timeout", type=float, default=1800, help="per job, seconds (default: 1800)")
     bco.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bco.add_argument("--plots", metavar="DIR", help="also draw PNG plots into DIR")
     bco.set_defaults(handler=cmd_bench_coll)
-    from . import bench_pacing
+    from .bench import pacing
     bpa = bnsub.add_parser("pacing", help="IS, FT and LU patterns with and without pacing, with their RTOs")
     topology_option(bpa)
-    bpa.add_argument("--variants", default=",".join(bench_pacing.VARIANTS),
-                     help=f"comma-separated subset of: {', '.join(bench_pacing.VARIANTS)} (default: all)")
-    bpa.add_argument("--kernels", default=",".join(bench_pacing.KERNELS),
-                     help=f"comma-separated subset of: {', '.join(bench_pacing.KERNELS)} (default: all)")
+    bpa.add_argument("--variants", default=",".join(pacing.VARIANTS),
+                     help=f"comma-separated subset of: {', '.join(pacing.VARIANTS)} (default: all)")
+    bpa.add_argument("--kernels", default=",".join(pacing.KERNELS),
+                     help=f"comma-separated subset of: {', '.join(pacing.KERNELS)} (default: all)")
     bpa.add_argument("--delays", default="0,2,5,10", help="one-way WAN delays in ms (default: 0,2,5,10)")
-    bpa.add_argument("--cc", default=",".join(bench_pacing.CONGESTION_CONTROLS),
+    bpa.add_argument("--cc", default=",".join(pacing.CONGESTION_CONTROLS),
                      help="congestion controls set on every node (default: cubic,bbr)")
     bpa.add_argument("--reps", type=int, default=3, help="jobs per cell; the median is shown (default: 3)")
     bpa.add_argument("--quick", action="store_true",
@@ -205,38 +206,38 @@ def build_parser() -> argparse.ArgumentParser:
     brl.add_argument("--timeout", type=float, default=600, help="per job, seconds (default: 600)")
     brl.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     brl.set_defaults(handler=cmd_bench_relay)
-    from . import bench_rbudp
+    from .bench import rbudp
     bru = bnsub.add_parser("rbudp", help="goodput of one bulk transfer: RBUDP through a relay pair vs TCP cubic "
                            "and bbr, at several loss rates")
     topology_option(bru)
     bru.add_argument("--size", default="1GB", help="bytes to transfer (default: 1GB)")
-    bru.add_argument("--losses", default=bench_rbudp.DEFAULT_LOSSES,
-                     help=f"random loss rates set on the link, e.g. 0,0.1%%,1%% (default: {bench_rbudp.DEFAULT_LOSSES})")
+    bru.add_argument("--losses", default=rbudp.DEFAULT_LOSSES,
+                     help=f"random loss rates set on the link, e.g. 0,0.1%%,1%% (default: {rbudp.DEFAULT_LOSSES})")
     bru.add_argument("--delay", default="10ms", help="one-way delay set on the link (default: 10ms)")
     bru.add_argument("--rate", help="RBUDP blast rate, e.g. 190Mbit (default: 97%% of the path rate)")
     bru.add_argument("--payload", type=int, default=None,
                      help="RBUDP UDP payload per datagram in bytes (default: MTU - 28)")
-    bru.add_argument("--variants", default=",".join(bench_rbudp.VARIANTS),
-                     help=f"comma-separated subset of: {', '.join(bench_rbudp.VARIANTS)} (default: all)")
+    bru.add_argument("--variants", default=",".join(rbudp.VARIANTS),
+                     help=f"comma-separated subset of: {', '.join(rbudp.VARIANTS)} (default: all)")
     bru.add_argument("--max-seconds", type=float, default=120,
                      help="cut a transfer after this long and report it as partial (default: 120)")
     bru.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bru.set_defaults(handler=cmd_bench_rbudp)
-    from . import bench_suite
+    from .bench import suite
     bsu = bnsub.add_parser("suite", help="the NAS-like kernels across the clusters: performance relative to "
                            "one cluster vs delay, and the gain of each technique")
     topology_option(bsu)
-    bsu.add_argument("--kernels", default=",".join(bench_suite.DEFAULT_KERNELS),
-                     help=f"comma-separated subset of: {', '.join(bench_suite.KERNELS)} "
-                          f"(default: {','.join(bench_suite.DEFAULT_KERNELS)})")
-    bsu.add_argument("--variants", default=",".join(bench_suite.VARIANTS),
-                     help=f"comma-separated subset of: {', '.join(bench_suite.VARIANTS)} (default: every one)")
-    bsu.add_argument("--mpis", default=",".join(bench_suite.MPIS),
-                     help=f"comma-separated subset of: {', '.join(bench_suite.MPIS)} (default: both)")
-    bsu.add_argument("--delays", default=bench_suite.DEFAULT_DELAYS,
-                     help=f"one-way WAN delays in ms (default: {bench_suite.DEFAULT_DELAYS})")
+    bsu.add_argument("--kernels", default=",".join(suite.DEFAULT_KERNELS),
+                     help=f"comma-separated subset of: {', '.join(suite.KERNELS)} "
+                          f"(default: {','.join(suite.DEFAULT_KERNELS)})")
+    bsu.add_argument("--variants", default=",".join(suite.VARIANTS),
+                     help=f"comma-separated subset of: {', '.join(suite.VARIANTS)} (default: every one)")
+    bsu.add_argument("--mpis", default=",".join(suite.MPIS),
+                     help=f"comma-separated subset of: {', '.join(suite.MPIS)} (default: both)")
+    bsu.add_argument("--delays", default=suite.DEFAULT_DELAYS,
+                     help=f"one-way WAN delays in ms (default: {suite.DEFAULT_DELAYS})")
     bsu.add_argument("--reps", type=int, default=3, help="jobs per cell; best and median (default: 3)")
-    bsu.add_argument("--class", dest="klass", default="A", choices=bench_suite.CLASSES,
+    bsu.add_argument("--class", dest="klass", default="A", choices=suite.CLASSES,
                      help="problem class, i.e. message sizes (default: A)")
     bsu.add_argument("--quick", action="store_true",
                      help="class S, delays 0 and 10 ms, one job per cell (under 15 minutes)")
@@ -460,65 +461,65 @@ def cmd_demo(args) -> int:
 
 
 def cmd_bench_net(args) -> int:
-    from . import bench_net
-    return bench_net.run(topology_for(args), seconds=args.seconds, json_path=args.json)
+    from .bench import links
+    return links.run(topology_for(args), seconds=args.seconds, json_path=args.json)
 
 
 def cmd_bench_emulator(args) -> int:
-    from . import bench_emulator
-    return bench_emulator.run(topology_for(args), quick=args.quick, seconds=args.seconds, json_path=args.json,
+    from .bench import wanem
+    return wanem.run(topology_for(args), quick=args.quick, seconds=args.seconds, json_path=args.json,
                               parts=args.parts, link_name=args.link)
 
 
 def cmd_bench_coll(args) -> int:
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
-    unknown = [o for o in ops if o not in bench_coll.OPS]
+    unknown = [o for o in ops if o not in coll.OPS]
     if unknown or not ops:
         raise CliError(f"--ops: unknown {', '.join(unknown) or '(none given)'} "
-                       f"(known: {', '.join(bench_coll.OPS)})")
+                       f"(known: {', '.join(coll.OPS)})")
     if args.iters < 1:
         raise CliError(f"--iters must be at least 1, got {args.iters}")
     if args.ranks is not None and args.ranks < 2:
         raise CliError(f"-n: need at least 2 ranks, got {args.ranks}")
     sizes, delays, iters = args.sizes, args.delays, args.iters
     if args.quick:
-        sizes, delays, iters = bench_coll.QUICK_SIZES, "10", 2
-    bench_coll.parse_sizes(sizes)
-    return bench_coll.run(topology_for(args), bench_coll.parse_variants(args.variants),
-                          bench_coll.parse_delays(delays), ops, sizes, iters, args.ranks, args.map,
+        sizes, delays, iters = coll.QUICK_SIZES, "10", 2
+    coll.parse_sizes(sizes)
+    return coll.run(topology_for(args), coll.parse_variants(args.variants),
+                          coll.parse_delays(delays), ops, sizes, iters, args.ranks, args.map,
                           args.json, args.plots, args.timeout)
 
 
 def cmd_bench_suite(args) -> int:
-    from . import bench_suite
+    from .bench import suite
     if args.reps < 1:
         raise CliError(f"--reps must be at least 1, got {args.reps}")
     if args.timeout <= 0:
         raise CliError(f"--timeout must be positive, got {args.timeout:g}")
     klass, delays, reps = args.klass, args.delays, args.reps
     if args.quick:
-        klass, delays, reps = bench_suite.QUICK["class"], bench_suite.QUICK["delays"], bench_suite.QUICK["reps"]
-    return bench_suite.run(topology_for(args),
-                           bench_suite.parse_list(args.kernels, list(bench_suite.KERNELS), "kernels"),
-                           bench_suite.parse_list(args.variants, list(bench_suite.VARIANTS), "variants"),
-                           bench_suite.parse_list(args.mpis, list(bench_suite.MPIS), "mpis"),
-                           bench_coll.parse_delays(delays), reps, klass, args.out, args.json, args.timeout)
+        klass, delays, reps = suite.QUICK["class"], suite.QUICK["delays"], suite.QUICK["reps"]
+    return suite.run(topology_for(args),
+                           suite.parse_list(args.kernels, list(suite.KERNELS), "kernels"),
+                           suite.parse_list(args.variants, list(suite.VARIANTS), "variants"),
+                           suite.parse_list(args.mpis, list(suite.MPIS), "mpis"),
+                           coll.parse_delays(delays), reps, klass, args.out, args.json, args.timeout)
 
 
 def cmd_bench_report(args) -> int:
-    from . import bench_report
-    return bench_report.run(args.files, args.out, args.json)
+    from .bench import report
+    return report.run(args.files, args.out, args.json)
 
 
 def cmd_bench_relay(args) -> int:
-    from . import bench_relay
+    from .bench import relay
     if args.reps < 1:
         raise CliError(f"--reps must be at least 1, got {args.reps}")
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    unknown = [p for p in parts if p not in bench_relay.PARTS]
+    unknown = [p for p in parts if p not in relay.PARTS]
     if unknown or not parts:
         raise CliError(f"--parts: unknown part {unknown[0] if unknown else '(none)'!r} "
-                       f"(choose from {', '.join(bench_relay.PARTS)})")
+                       f"(choose from {', '.join(relay.PARTS)})")
     mpis = [m.strip() for m in args.mpis.split(",") if m.strip()]
     bad = [m for m in mpis if m not in launch.Launcher.registry]
     if bad or not mpis:
@@ -536,28 +537,28 @@ def cmd_bench_relay(args) -> int:
         raise CliError(f"--flow-bytes: {e}") from None
     if not 1 <= flow_bytes <= 1 << 40:
         raise CliError(f"--flow-bytes must be between 1 byte and 1 TiB, got {args.flow_bytes}")
-    return bench_relay.run(topology_for(args), parts, mpis, bench_coll.parse_delays(args.delays), args.reps,
+    return relay.run(topology_for(args), parts, mpis, coll.parse_delays(args.delays), args.reps,
                            args.klass, relay_nic, args.json, args.timeout, flow_bytes)
 
 
 def cmd_bench_pacing(args) -> int:
-    from . import bench_pacing
+    from .bench import pacing
     if args.reps < 1:
         raise CliError(f"--reps must be at least 1, got {args.reps}")
     variants, delays, ccs, reps = args.variants, args.delays, args.cc, args.reps
     if args.quick:
         variants, delays, ccs, reps = "ompi,paper,wanmpi", "10", "cubic", 1
     available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
-    return bench_pacing.run(topology_for(args),
-                            bench_pacing.parse_list(variants, list(bench_pacing.VARIANTS), "variants"),
-                            bench_pacing.parse_list(args.kernels, list(bench_pacing.KERNELS), "kernels"),
-                            bench_coll.parse_delays(delays),
-                            bench_pacing.parse_list(ccs, available, "cc"), reps, args.json, args.timeout,
+    return pacing.run(topology_for(args),
+                            pacing.parse_list(variants, list(pacing.VARIANTS), "variants"),
+                            pacing.parse_list(args.kernels, list(pacing.KERNELS), "kernels"),
+                            coll.parse_delays(delays),
+                            pacing.parse_list(ccs, available, "cc"), reps, args.json, args.timeout,
                             args.plots)
 
 
 def cmd_bench_rbudp(args) -> int:
-    from . import bench_rbudp
+    from .bench import rbudp
     def parsed(option: str, parse, value):
         try:
             return parse(value)
@@ -574,8 +575,8 @@ def cmd_bench_rbudp(args) -> int:
     payload = args.payload if args.payload is not None else t.mtu - 28
     if not 64 <= payload <= 65507:
         raise CliError(f"--payload {payload}: must be 64..65507 bytes")
-    return bench_rbudp.run(t, size, bench_rbudp.parse_losses(args.losses), delay_ms, rate, payload,
-                           bench_rbudp.parse_variants(args.variants), args.max_seconds, args.json)
+    return rbudp.run(t, size, rbudp.parse_losses(args.losses), delay_ms, rate, payload,
+                           rbudp.parse_variants(args.variants), args.max_seconds, args.json)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 
-from . import bench_coll, bench_pacing, paths, topo, units
-from .bench_runner import TopologySpec
+from . import paths, topo, units
+from .bench import coll, pacing
+from .bench.runner import TopologySpec
 from .job import launch, relays
 from .testbed import emulator, net
 
@@ -82,8 +83,8 @@ def show_collectives(t: topo.Topology) -> int:
     times = {}
     for variant in ("ompi", "wanmpi"):
         try:
-            rows = bench_coll.run_variant(t, bench_coll.VARIANTS[variant], len(t.nodes), None, args, 600)
-        except bench_coll.BenchError as e:
+            rows = coll.run_variant(t, coll.VARIANTS[variant], len(t.nodes), None, args, 600)
+        except coll.BenchError as e:
             print(f"wanmpi demo: {e}")
             return 1
         times[variant] = {r["op"]: r for r in rows}
@@ -92,7 +93,7 @@ def show_collectives(t: topo.Topology) -> int:
           f"{'speed-up':>10}{'lower bound':>13}")
     for op, alone in times["ompi"].items():
         ours = times["wanmpi"][op]
-        bound = bench_coll.lower_bound(t, op, ours["bytes"], ours["ranks"], delay_ms)
+        bound = coll.lower_bound(t, op, ours["bytes"], ours["ranks"], delay_ms)
         print(f"{op:<26}{alone['median_s']:>14.3f} s{ours['median_s']:>14.3f} s"
               f"{alone['median_s'] / ours['median_s']:>9.1f}x{bound:>11.3f} s")
     return 0
@@ -103,8 +104,8 @@ def show_alltoall(t: topo.Topology) -> int:
     rows = {}
     for variant in ("ompi", "wanmpi"):
         try:
-            rows[variant] = bench_pacing.run_pattern(t, bench_pacing.VARIANTS[variant], "is", 600)
-        except bench_coll.BenchError as e:
+            rows[variant] = pacing.run_pattern(t, pacing.VARIANTS[variant], "is", 600)
+        except coll.BenchError as e:
             print(f"wanmpi demo: {e}")
             return 1
     print(f"{'IS all-to-all (128 KiB/pair)':<30}{'Open MPI alone':>16}{'with wanmpi':>14}{'speed-up':>10}")

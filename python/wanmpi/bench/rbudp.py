@@ -39,11 +39,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import paths, units
-from .bench_runner import BenchError, now_iso, require_testbed, result_document, write_json
-from .testbed import emulator, net
-from .testbed.probe import HARNESS
-from .topo import Node, Topology
+from .. import paths, units
+from ..testbed import emulator, net
+from ..testbed.probe import HARNESS
+from ..topo import Node, Topology
+from .runner import BenchError, now_iso, require_testbed, result_document, write_json
 
 VARIANTS = ("rbudp", "tcp-cubic", "tcp-bbr")
 DEFAULT_LOSSES = "0,0.001,0.01"

@@ -17,10 +17,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from . import units
-from .bench_runner import now_iso, require_testbed
-from .testbed import emulator, probe
-from .topo import Cluster, Topology, WanLink
+from .. import units
+from ..testbed import emulator, probe
+from ..topo import Cluster, Topology, WanLink
+from .runner import now_iso, require_testbed
 
 MAX_FLOWS = 4
 TCP_IP_HEADERS = 52
@@ -94,8 +94,8 @@ def run(topo: Topology, seconds: float = 3.0, json_path: str | None = None) -> i
     started, t0 = now_iso(), time.monotonic()
     results, skipped = measure_links(topo, seconds)
     print_table(topo, results, skipped)
-    if json_path:       # bench_runner's result format; the measurements are its summary
-        from .bench_runner import result_document, write_json
+    if json_path:       # the runner's result format; the measurements are its summary
+        from .runner import result_document, write_json
         rows = [{**asdict(r), "error_percent": r.error_percent, "of_bound_percent": r.of_bound_percent}
                 for r in results]
         write_json(json_path, result_document("net", topo, {"seconds": seconds, "skipped": skipped}, [], rows,

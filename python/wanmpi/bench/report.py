@@ -1,5 +1,5 @@
 """`wanmpi bench report FILE.json...`: the tables and plots of a saved result
-file (bench_runner's format), without running anything: the markdown table and
+file (runner.py's format), without running anything: the markdown table and
 PNGs of `bench suite`, the tables and plots of `bench coll` and `bench pacing`.
 Several `bench suite` files (parts of one run, e.g. one per MPI) are merged
 into one (`--json` keeps the merged document)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .bench_runner import BenchError, read_json, write_json
+from .runner import BenchError, read_json, write_json
 
 
 def run(paths: list[str], out: str | None, merged_json: str | None = None) -> int:
@@ -15,10 +15,10 @@ def run(paths: list[str], out: str | None, merged_json: str | None = None) -> in
     documents = [read_json(p) for p in paths]
     path = paths[0]
     if len(documents) > 1:
-        from . import bench_suite
+        from . import suite
         if documents[0]["bench"] != "suite":
             raise BenchError("only `bench suite` results can be merged")
-        document = bench_suite.merge(documents)
+        document = suite.merge(documents)
     else:
         document = documents[0]
     if merged_json:
@@ -29,26 +29,26 @@ def run(paths: list[str], out: str | None, merged_json: str | None = None) -> in
     bench = document["bench"]
     written: list[str] = []
     if bench == "suite":
-        from . import bench_suite, plot
-        records = bench_suite.records_of(document)
-        text = bench_suite.markdown(document["summary"], records, document["settings"])
+        from . import plot, suite
+        records = suite.records_of(document)
+        text = suite.markdown(document["summary"], records, document["settings"])
         print(text)
         out_dir.mkdir(parents=True, exist_ok=True)
         md = out_dir / f"{stem}.md"
         md.write_text(f"Command: `{document['command']}`\n\n{text}")
         written = [str(md), *plot.suite(document, out_dir, stem)]
     elif bench == "coll":
-        from . import bench_coll, plot
-        results = [bench_coll.Result(**{k: v for k, v in row.items() if k != "of_bound"})
+        from . import coll, plot
+        results = [coll.Result(**{k: v for k, v in row.items() if k != "of_bound"})
                    for row in document["summary"]]
-        bench_coll.print_table(results, document["settings"]["variants"])
+        coll.print_table(results, document["settings"]["variants"])
         written = plot.collectives(results, out_dir) if results else []
     elif bench == "pacing":
-        from . import bench_pacing, plot
-        fields = set(bench_pacing.Result.__dataclass_fields__)
-        results = [bench_pacing.Result(**{k: v for k, v in row.items() if k in fields})
+        from . import pacing, plot
+        fields = set(pacing.Result.__dataclass_fields__)
+        results = [pacing.Result(**{k: v for k, v in row.items() if k in fields})
                    for row in document["summary"]]
-        bench_pacing.print_table(results, document["settings"]["variants"])
+        pacing.print_table(results, document["settings"]["variants"])
         written = plot.pacing(document["summary"], out_dir, stem) if results else []
     else:
         raise BenchError(f"{path}: no report for bench {bench!r}")

@@ -23,13 +23,13 @@ Parts (`--parts`, all by default):
            WAN rate) are slower than the WAN, against the bound min(N x relay
            NIC, WAN rate); `--flow-bytes` per pair (default 64 MB, long
            enough for steady state).
-  kernels  NAS-like kernels (bench_suite's, class `--class`) at each delay,
+  kernels  NAS-like kernels (bench suite's, class `--class`) at each delay,
            direct vs through two relay pairs, without and with cross
            traffic: one bulk TCP flow between the routers (it crosses the
            emulated WAN and competes with the job).
 
 The testbeds are derived from the one given (its clusters made public, with
-relays); the runner (bench_runner.py) brings each up, sets the delays, and
+relays); the runner (runner.py) brings each up, sets the delays, and
 leaves the machine as it found it. Open MPI and MPICH (`--mpis`).
 """
 from __future__ import annotations
@@ -42,13 +42,13 @@ import subprocess
 import sys
 import time
 
-from . import paths, shell
-from .bench_runner import (BenchError, Case, Record, Runner, TopologySpec, exit_status, finish, job_output, job_rows,
-                           markdown_table, now_iso, with_relays)
-from .bench_suite import KERNELS
-from .job import libwanmpi, relays
-from .testbed import net
-from .topo import Topology
+from .. import paths, shell
+from ..job import libwanmpi, relays
+from ..testbed import net
+from ..topo import Topology
+from .runner import (BenchError, Case, Record, Runner, TopologySpec, exit_status, finish, job_output, job_rows,
+                     markdown_table, now_iso, with_relays)
+from .suite import KERNELS
 
 PARTS = ("latency", "path", "trunks", "kernels")
 PATH_VARIANTS = ("loopback", "direct", "forwarded", "relayed")

@@ -35,11 +35,11 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 
-from . import shell, units
-from .bench_net import TCP_IP_HEADERS
-from .bench_runner import BEHIND_LATE_1MS, BEHIND_LATE_200US, BenchError
-from .testbed import emulator, net, probe
-from .topo import Cluster, Topology, WanLink
+from .. import shell, units
+from ..testbed import emulator, net, probe
+from ..topo import Cluster, Topology, WanLink
+from .links import TCP_IP_HEADERS
+from .runner import BEHIND_LATE_1MS, BEHIND_LATE_200US, BenchError
 
 PARTS = ("rtt", "tcp", "loss", "load", "capacity")
 IP_UDP_HEADERS = 28
@@ -609,8 +609,8 @@ def run(topo: Topology, *, quick: bool = False, seconds: float | None = None, js
         if brought_up:
             net.teardown(net.State.load())
     print_report(report)
-    if json_path:       # bench_runner's result format; the report is its summary
-        from .bench_runner import result_document, write_json
+    if json_path:       # the runner's result format; the report is its summary
+        from .runner import result_document, write_json
         settings = {"quick": quick, "parts": list(selected), "link": link.name, "plan": asdict(plan)}
         write_json(json_path, result_document("emulator", topo, settings, [], report, report["date"],
                                               time.monotonic() - t0))

@@ -50,9 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
-from . import paths, topo
-from .testbed import emulator, net, probe
-from .topo import Topology
+from .. import paths, topo
+from ..testbed import emulator, net, probe
+from ..topo import Topology
 
 FORMAT = "wanmpi-bench/1"
 BEHIND_LATE_200US = 0.01        # share of releases late: the emulator fell behind (every bench)
@@ -611,7 +611,7 @@ def job_output(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict
     stdout and on stderr. BenchError (with the reason from its output) if it
     failed; its stderr is captured, so a failed case records why."""
     import tempfile
-    from .job import launch
+    from ..job import launch
     program = Path(argv[0])
     if not program.exists():
         raise BenchError(f"{program} is not built: run `make build`")

@@ -26,7 +26,7 @@ Congestion control is set in every node namespace; cubic needs the host's
 tcp_allowed_congestion_control to list it, so the benchmark adds it for the
 run and puts the list back afterwards (also on Ctrl-C).
 
-Every job is a case of bench_runner (progress on stderr, a failed job
+Every job is a case of the runner (progress on stderr, a failed job
 recorded and the others run, the JSON in its result format with the cells
 below as the summary).
 """
@@ -37,11 +37,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import paths, shell
-from .bench_runner import BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, job_rows, now_iso
-from .job import launch, tcpstats
-from .testbed import emulator, net
-from .topo import Topology
+from .. import paths, shell
+from ..job import launch, tcpstats
+from ..testbed import emulator, net
+from ..topo import Topology
+from .runner import BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, job_rows, now_iso
 
 KERNELS = {"is": ["--iters", "10"], "ft": ["--iters", "3"], "lu": ["--iters", "4"]}
 CONGESTION_CONTROLS = ("cubic", "bbr")
@@ -157,7 +157,7 @@ def results_of(records: list[Record]) -> list[Result]:
 
 def run(topo: Topology, variants: list[str], kernels: list[str], delays: list[float], ccs: list[str],
         reps: int, json_path: str | None, timeout: float, plot_dir: str | None = None) -> int:
-    """With bench_runner on the testbed of `topo` (brought up for the run if it
+    """With the runner on the testbed of `topo` (brought up for the run if it
     is not up); the host's allowed congestion controls and the nodes' own are
     put back at the end."""
     allowed_before = Path(ALLOWED_CC).read_text().strip()

@@ -2,7 +2,7 @@
 judge a grid MPI: performance relative to a single cluster of the same size as
 the one-way WAN delay grows, and the gain of each technique.
 
-Cases (bench_runner): every kernel x one-way delay x MPI x variant x
+Cases (runner.py): every kernel x one-way delay x MPI x variant x
 repetition on the testbed's topology, plus, per kernel and MPI, the same job
 on one cluster holding all the nodes (the `single-cluster` reference, run
 with the MPI alone). Relative performance = reference time / time (1.0: as
@@ -19,7 +19,7 @@ and docs/pacing.md):
   relays       the MPI library alone, every connection between clusters
                through two relay pairs (a testbed with relays = 2)
 A technique that needs another testbed is a variant with a `topology`
-(bench_runner.TopologySpec), as relays; the runner brings that testbed up
+(runner.TopologySpec), as relays; the runner brings that testbed up
 for its cases.
 """
 from __future__ import annotations
@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths, topo
-from .bench_runner import (BASE, SINGLE_CLUSTER, BenchError, Case, Record, Runner, TopologySpec, environment_summary,
-                           job_rows, markdown_table, now_iso, plan, result_document, with_relays, write_json)
-from .topo import Topology
+from .. import paths, topo
+from ..topo import Topology
+from .runner import (BASE, SINGLE_CLUSTER, BenchError, Case, Record, Runner, TopologySpec, environment_summary,
+                     job_rows, markdown_table, now_iso, plan, result_document, with_relays, write_json)
 
 CLASSES = ("S", "A", "B")
 MPIS = ("openmpi", "mpich")
@@ -288,7 +288,7 @@ def write_outputs(document: dict, out_dir: Path, stem: str = "suite") -> list[st
 
 def records_of(document: dict) -> list[Record]:
     """Records back from a result document (for the markdown of a saved run)."""
-    from .bench_runner import TopologySpec as Spec
+    from .runner import TopologySpec as Spec
     out = []
     for c in document["cases"]:
         case = Case(c["kernel"], c["variant"], c["mpi"], c["delay_ms"], c["rep"],

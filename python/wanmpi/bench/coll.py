@@ -1,11 +1,11 @@
 """`wanmpi bench coll`: WAN-aware collectives against the MPIs' own, side by side.
 
 For every one-way WAN delay asked for, every variant runs bench/collbench
-(one job per variant and delay: all operations and sizes; a case of
-bench_runner, whose result format the JSON follows, with the rows below as
-its summary) on the testbed, and the table shows each median time, its ratio to the lower bound
-of ../shared/design/collectives.md and the speed-up of wanmpi's multi-lane
-algorithms over every other variant:
+(one job per variant and delay: all operations and sizes; a case of the
+runner, runner.py, whose result format the JSON follows, with the rows below
+as its summary) on the testbed, and the table shows each median time, its
+ratio to the lower bound of ../shared/design/collectives.md and the speed-up
+of wanmpi's multi-lane algorithms over every other variant:
 
   bcast      max(M/b, M/B) + d
   allreduce  2 M (P-1) / (P b) + d, plus M/B when the WAN is the narrower pipe
@@ -21,10 +21,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import paths, units
-from .bench_runner import BenchError, Case, Record, Runner, exit_status, finish, job_rows, now_iso
-from .job import launch
-from .topo import Topology
+from .. import paths, units
+from ..job import launch
+from ..topo import Topology
+from .runner import BenchError, Case, Record, Runner, exit_status, finish, job_rows, now_iso
 
 OPS = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
 SINGLE_LANE = {f"WANMPI_{c.upper()}": "singlelane" for c in OPS}
@@ -154,7 +154,7 @@ def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[
         iters: int, ranks: int | None, mapping: str | None, json_path: str | None,
         plot_dir: str | None, timeout: float) -> int:
     """On the testbed of `topo` (brought up for the run if it is not up, and
-    taken down again), with bench_runner: one case per delay and variant."""
+    taken down again), with the runner: one case per delay and variant."""
     ranks = ranks or len(topo.nodes)
     args = ["--ops", ",".join(ops), "--sizes", sizes, "--iters", str(iters), "--warmup", "1",
             "--budget", "20"]
