@@ -20,7 +20,7 @@ import tempfile
 
 from . import paths, topo, units
 from .bench import coll, pacing
-from .bench.runner import TopologySpec
+from .bench.cases import TopologySpec
 from .job import launch, relays
 from .testbed import emulator, net
 

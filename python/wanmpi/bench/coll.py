@@ -2,8 +2,8 @@
 
 For every one-way WAN delay asked for, every variant runs bench/collbench
 (one job per variant and delay: all operations and sizes; a case of the
-runner, runner.py, whose result format the JSON follows, with the rows below
-as its summary) on the testbed, and the table shows each median time, its
+runner, runner.py, whose JSON is the result format of results.py with the rows
+below as its summary) on the testbed, and the table shows each median time, its
 ratio to the lower bound of ../shared/design/collectives.md and the speed-up
 of wanmpi's multi-lane algorithms over every other variant:
 
@@ -24,7 +24,11 @@ from pathlib import Path
 from .. import paths, units
 from ..job import launch
 from ..topo import Topology
-from .runner import BenchError, Case, Record, Runner, exit_status, finish, job_rows, now_iso
+from . import plot
+from .cases import BenchError, Case, Record
+from .job_output import job_rows
+from .results import exit_status, finish, now_iso
+from .runner import Runner
 
 OPS = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
 SINGLE_LANE = {f"WANMPI_{c.upper()}": "singlelane" for c in OPS}
@@ -167,7 +171,6 @@ def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[
                 "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout}
     document = finish("coll", topo, settings, records, summary(results), started_iso, started, json_path)
     if plot_dir and results:
-        from . import plot
         for path in plot.collectives(results, Path(plot_dir)):
             print(f"plot: {path}")
     return exit_status(document)

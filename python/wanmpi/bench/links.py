@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from .. import units
 from ..testbed import emulator, probe
 from ..topo import Cluster, Topology, WanLink
-from .runner import now_iso, require_testbed
+from .results import now_iso, result_document, write_json
+from .runner import require_testbed
 
 MAX_FLOWS = 4
 TCP_IP_HEADERS = 52
@@ -94,8 +95,7 @@ def run(topo: Topology, seconds: float = 3.0, json_path: str | None = None) -> i
     started, t0 = now_iso(), time.monotonic()
     results, skipped = measure_links(topo, seconds)
     print_table(topo, results, skipped)
-    if json_path:       # the runner's result format; the measurements are its summary
-        from .runner import result_document, write_json
+    if json_path:       # the result format (results.py); the measurements are its summary
         rows = [{**asdict(r), "error_percent": r.error_percent, "of_bound_percent": r.of_bound_percent}
                 for r in results]
         write_json(json_path, result_document("net", topo, {"seconds": seconds, "skipped": skipped}, [], rows,

@@ -27,8 +27,8 @@ tcp_allowed_congestion_control to list it, so the benchmark adds it for the
 run and puts the list back afterwards (also on Ctrl-C).
 
 Every job is a case of the runner (progress on stderr, a failed job
-recorded and the others run, the JSON in its result format with the cells
-below as the summary).
+recorded and the others run, the JSON in the result format of results.py
+with the cells below as the summary).
 """
 from __future__ import annotations
 
@@ -41,7 +41,11 @@ from .. import paths, shell
 from ..job import launch, tcpstats
 from ..testbed import emulator, net
 from ..topo import Topology
-from .runner import BenchError, Case, Record, Runner, emulator_totals, exit_status, finish, job_rows, now_iso
+from . import plot
+from .cases import BenchError, Case, Record
+from .job_output import job_rows
+from .results import exit_status, finish, now_iso
+from .runner import Runner, emulator_totals
 
 KERNELS = {"is": ["--iters", "10"], "ft": ["--iters", "3"], "lu": ["--iters", "4"]}
 CONGESTION_CONTROLS = ("cubic", "bbr")
@@ -193,7 +197,6 @@ def run(topo: Topology, variants: list[str], kernels: list[str], delays: list[fl
                 "kernel_args": {k: KERNELS[k] for k in kernels}, "timeout_s": timeout}
     document = finish("pacing", topo, settings, records, summary(results), started_iso, started, json_path)
     if plot_dir and results:
-        from . import plot
         for path in plot.pacing(summary(results), Path(plot_dir)):
             print(f"plot: {path}")
     return exit_status(document)

@@ -122,7 +122,7 @@ def collectives(results, out_dir: Path) -> list[str]:
     return written
 
 
-# ---- benchmark results (the runner's format) --------------------------------------------------
+# ---- benchmark results (results.py's format) --------------------------------------------------
 def _pyplot():
     import matplotlib
     matplotlib.use("Agg")

@@ -43,7 +43,9 @@ from .. import paths, units
 from ..testbed import emulator, net
 from ..testbed.probe import HARNESS
 from ..topo import Node, Topology
-from .runner import BenchError, now_iso, require_testbed, result_document, write_json
+from .cases import BenchError
+from .results import now_iso, result_document, write_json
+from .runner import require_testbed
 
 VARIANTS = ("rbudp", "tcp-cubic", "tcp-bbr")
 DEFAULT_LOSSES = "0,0.001,0.01"

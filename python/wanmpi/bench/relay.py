@@ -46,8 +46,10 @@ from .. import paths, shell
 from ..job import libwanmpi, relays
 from ..testbed import net
 from ..topo import Topology
-from .runner import (BenchError, Case, Record, Runner, TopologySpec, exit_status, finish, job_output, job_rows,
-                     markdown_table, now_iso, with_relays)
+from .cases import BenchError, Case, Record, TopologySpec, with_relays
+from .job_output import job_output, job_rows
+from .results import exit_status, finish, markdown_table, now_iso
+from .runner import Runner
 from .suite import KERNELS
 
 PARTS = ("latency", "path", "trunks", "kernels")

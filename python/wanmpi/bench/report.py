@@ -1,5 +1,5 @@
 """`wanmpi bench report FILE.json...`: the tables and plots of a saved result
-file (runner.py's format), without running anything: the markdown table and
+file (results.py's format), without running anything: the markdown table and
 PNGs of `bench suite`, the tables and plots of `bench coll` and `bench pacing`.
 Several `bench suite` files (parts of one run, e.g. one per MPI) are merged
 into one (`--json` keeps the merged document)."""
@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .runner import BenchError, read_json, write_json
+from . import coll, pacing, plot, suite
+from .cases import BenchError
+from .results import read_json, write_json
 
 
 def run(paths: list[str], out: str | None, merged_json: str | None = None) -> int:
@@ -15,7 +17,6 @@ def run(paths: list[str], out: str | None, merged_json: str | None = None) -> in
     documents = [read_json(p) for p in paths]
     path = paths[0]
     if len(documents) > 1:
-        from . import suite
         if documents[0]["bench"] != "suite":
             raise BenchError("only `bench suite` results can be merged")
         document = suite.merge(documents)
@@ -29,7 +30,6 @@ def run(paths: list[str], out: str | None, merged_json: str | None = None) -> in
     bench = document["bench"]
     written: list[str] = []
     if bench == "suite":
-        from . import plot, suite
         records = suite.records_of(document)
         text = suite.markdown(document["summary"], records, document["settings"])
         print(text)
@@ -38,13 +38,11 @@ def run(paths: list[str], out: str | None, merged_json: str | None = None) -> in
         md.write_text(f"Command: `{document['command']}`\n\n{text}")
         written = [str(md), *plot.suite(document, out_dir, stem)]
     elif bench == "coll":
-        from . import coll, plot
         results = [coll.Result(**{k: v for k, v in row.items() if k != "of_bound"})
                    for row in document["summary"]]
         coll.print_table(results, document["settings"]["variants"])
         written = plot.collectives(results, out_dir) if results else []
     elif bench == "pacing":
-        from . import pacing, plot
         fields = set(pacing.Result.__dataclass_fields__)
         results = [pacing.Result(**{k: v for k, v in row.items() if k in fields})
                    for row in document["summary"]]

@@ -1,20 +1,16 @@
-"""The runner every `wanmpi bench` suite of MPI jobs shares: a plan of cases,
-the testbed each case needs, a progress line per case, failures recorded
-instead of fatal, and one result format (docs/benchmarks.md, "Result format").
+"""The runner every `wanmpi bench` suite of MPI jobs shares: it runs a plan of
+cases (cases.py) on the testbed each case needs, with a progress line per
+case and failures recorded instead of fatal; the records go into the one
+result format (results.py).
 
-A **case** is one measurement: one job (kernel x variant x MPI x one-way delay
-x repetition, plus what the benchmark adds in `params`). A benchmark builds
-the plan (a list of cases) and an `execute(case) -> metrics` function; the
-runner does the rest:
+A benchmark builds the plan (a list of cases) and an `execute(case) ->
+metrics` function; the runner does the rest:
 
-- **Topology per case.** Every case names a `TopologySpec`: the testbed's own
-  topology, or one derived from it by a transform of the topology file
-  (`single_cluster`: one cluster with all the nodes, the normalisation of the
-  suite; `with_relays(n)`: every cluster with n relay nodes). The runner
-  groups the cases by topology (in plan order, the topology already up
-  first), brings each group's testbed up, runs the group, and at the end
-  leaves the machine as it found it: the testbed that was up is up again
-  (with its link settings), or none.
+- **Topology per case.** The runner groups the cases by their
+  `TopologySpec` (in plan order, the topology already up first), brings each
+  group's testbed up, runs the group, and at the end leaves the machine as it
+  found it: the testbed that was up is up again (with its link settings), or
+  none.
 - **Delay.** Before a case the WAN links are set to the case's one-way delay
   (`delay_ms` None: left as they are); the topology's settings are put back
   after each group, also on failure or Ctrl-C.
@@ -30,211 +26,22 @@ runner does the rest:
 - **Progress.** One line per finished case on stderr: its number, the
   elapsed time, an ETA (mean case time of its kind so far x cases left), the
   case and its outcome.
-
-Topology transforms work on the parsed file (a dict), so a new technique
-that needs a different testbed is a new `TopologySpec`: see `with_relays`.
 """
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import platform
-import shlex
 import statistics
-import subprocess
 import sys
 import time
-import tomllib
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Protocol
 
-from .. import paths, topo
+from .. import topo
 from ..testbed import emulator, net, probe
 from ..topo import Topology
+from .cases import BenchError, Case, Record, TopologySpec
 
-FORMAT = "wanmpi-bench/1"
 BEHIND_LATE_200US = 0.01        # share of releases late: the emulator fell behind (every bench)
 BEHIND_LATE_1MS = 0.001
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot run as asked; the message says why."""
-
-
-# ---- topologies ---------------------------------------------------------------------------
-Transform = Callable[[dict], dict]
-
-
-@dataclass(frozen=True)
-class TopologySpec:
-    """Which testbed a case runs on: the base topology, or a transform of its file.
-    `idle_clusters`: clusters of the derived topology that run no rank."""
-    name: str
-    transform: Transform | None = None
-    idle_clusters: tuple[str, ...] = ()
-    description: str = "the testbed's own topology"
-
-    def derive(self, base: Topology) -> Topology:
-        if self.transform is None:
-            return base
-        raw = tomllib.loads(base.text)
-        text = (f"# derived by `wanmpi bench` from {base.source}: {self.description}\n"
-                + to_toml(self.transform(raw)))
-        return topo.loads(text, f"{base.source} [{self.name}]")
-
-    def rank_nodes(self, t: Topology) -> list:
-        return [n for c in t.clusters if c.name not in self.idle_clusters for n in c.nodes]
-
-
-BASE = TopologySpec("testbed")
-IDLE_CLUSTER = "idle"
-
-
-def single_cluster_transform(raw: dict) -> dict:
-    """One cluster with every node of the base topology (the first cluster's
-    NIC and port buffer), for the normalisation: the same ranks on one LAN.
-    wanem refuses a testbed without WAN links, so a one-node cluster `idle`
-    that runs nothing keeps one link alive; it carries no traffic."""
-    clusters = raw["cluster"]
-    first = dict(clusters[0])
-    nodes = sum(int(c.get("nodes", topo.CLUSTER_DEFAULTS["nodes"])) for c in clusters)
-    one = {k: v for k, v in first.items() if k in ("nic", "port_buffer")}
-    out = {k: v for k, v in raw.items() if k not in ("cluster", "wan")}
-    out["cluster"] = [{"name": "one", "nodes": nodes, **one}, {"name": IDLE_CLUSTER, "nodes": 1}]
-    return out
-
-
-SINGLE_CLUSTER = TopologySpec("single-cluster", single_cluster_transform, (IDLE_CLUSTER,),
-                              "one cluster with all the nodes (the normalisation)")
-
-
-def with_relays(n: int, relay_nic_bps: int | None = None, public: bool = False) -> TopologySpec:
-    """Every cluster of the base topology with `n` relay nodes (`relays = n`),
-    at `relay_nic_bps` (None: the node NIC), made public if `public` (so
-    the same testbed also runs jobs directly, `--no-relays`). `wanmpi run`
-    starts the relays when the topology has them."""
-    def transform(raw: dict) -> dict:
-        out = {k: v for k, v in raw.items() if k != "relay"}
-        clusters = []
-        for c in raw["cluster"]:
-            c = {k: v for k, v in c.items() if k != "relay_nic" and not (public and k == "private")}
-            c["relays"] = n
-            if relay_nic_bps:
-                c["relay_nic"] = f"{relay_nic_bps}bit"
-            clusters.append(c)
-        out["cluster"] = clusters
-        return out
-    nic = f"-{relay_nic_bps // 1_000_000}Mbit" if relay_nic_bps else ""
-    return TopologySpec(f"relays-{n}{nic}{'-public' if public else ''}", transform, (),
-                        f"{'public clusters' if public else 'every cluster'} with {n} relay node(s)"
-                        + (f" at {relay_nic_bps // 1_000_000} Mbit/s" if relay_nic_bps else ""))
-
-
-def to_toml(raw: dict) -> str:
-    """A topology file's dict back to TOML: scalars, lists of scalars, tables
-    and arrays of tables (all a topology file has)."""
-    def scalar(v) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, str):
-            return json.dumps(v)
-        if isinstance(v, list) and all(not isinstance(x, dict) for x in v):
-            return "[" + ", ".join(scalar(x) for x in v) + "]"
-        raise BenchError(f"cannot write {v!r} to TOML")
-
-    def is_table_array(v) -> bool:
-        return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
-
-    lines: list[str] = []
-
-    def emit(table: dict, prefix: str) -> None:
-        for k, v in table.items():
-            if not isinstance(v, dict) and not is_table_array(v):
-                lines.append(f"{k} = {scalar(v)}")
-        for k, v in table.items():
-            name = f"{prefix}.{k}" if prefix else k
-            if isinstance(v, dict):
-                lines.append(f"\n[{name}]")
-                emit(v, name)
-            elif is_table_array(v):
-                for item in v:
-                    lines.append(f"\n[[{name}]]")
-                    emit(item, name)
-    emit(raw, "")
-    return "\n".join(lines).lstrip("\n") + "\n"
-
-
-# ---- cases ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Case:
-    kernel: str                       # what runs: a kernel, a program, a pattern
-    variant: str                      # how: plain, all, ompi-tuned, ...
-    mpi: str
-    delay_ms: float | None            # one-way WAN delay set before the case; None: as it is
-    rep: int = 1                      # 1-based repetition
-    topology: TopologySpec = BASE
-    params: tuple[tuple[str, object], ...] = ()   # the benchmark's own (class, cc, ...)
-
-    def param(self, key: str, default=None):
-        return dict(self.params).get(key, default)
-
-    def kinds(self) -> list[tuple]:
-        """Cases that should take about as long, most alike first (the ETA's
-        estimate: the mean of the first kind that has finished cases)."""
-        return [(self.kernel, self.variant, self.mpi, self.delay_ms, self.topology.name, self.params),
-                (self.kernel, self.mpi, self.delay_ms), (self.kernel, self.mpi), (self.kernel,)]
-
-    def label(self) -> str:
-        delay = "-" if self.delay_ms is None else f"{self.delay_ms:g} ms"
-        extra = "".join(f" {k}={v}" for k, v in self.params)
-        where = "" if self.topology is BASE else f" [{self.topology.name}]"
-        return f"{self.kernel} {self.mpi} {self.variant} {delay} rep {self.rep}{extra}{where}"
-
-    def as_dict(self) -> dict:
-        return {"kernel": self.kernel, "variant": self.variant, "mpi": self.mpi, "delay_ms": self.delay_ms,
-                "rep": self.rep, "topology": self.topology.name, "params": dict(self.params)}
-
-
-@dataclass
-class Record:
-    """A case and what came of it (one entry of `cases` in the result file)."""
-    case: Case
-    status: str = "pending"           # ok | failed
-    error: str | None = None
-    seconds: float = 0.0              # wall time of the case
-    metrics: dict = field(default_factory=dict)
-    env: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def as_dict(self, index: int) -> dict:
-        return {"id": index, **self.case.as_dict(), "status": self.status, "error": self.error,
-                "seconds": round(self.seconds, 3), "metrics": self.metrics, "env": self.env}
-
-
-def plan(kernels: Iterable[str], variants: Iterable, mpis: Iterable[str], delays: Iterable[float | None],
-         reps: int, topology_of: Callable[[object], TopologySpec] = lambda v: BASE,
-         params: Callable[[str], tuple] = lambda k: ()) -> list[Case]:
-    """The cross product, delay-major (fewest link changes), repetitions
-    interleaved across variants (a load that drifts hits every variant alike).
-    `variants` are names or objects with a `name`; `topology_of(variant)`
-    gives each its testbed."""
-    cases = []
-    variants = list(variants)
-    for delay in delays:
-        for kernel in kernels:
-            for mpi in mpis:
-                for rep in range(1, reps + 1):
-                    for v in variants:
-                        name = getattr(v, "name", v)
-                        cases.append(Case(kernel, name, mpi, delay, rep, topology_of(v), params(kernel)))
-    return cases
 
 
 # ---- the testbed, injectable (tests drive the runner without one) -----------------------
@@ -318,22 +125,6 @@ def emulator_share(before: dict, after: dict) -> dict:
 def cpu_idle_share(before: dict, after: dict) -> float | None:
     d = [x - y for x, y in zip(after.get("cpu", []), before.get("cpu", []))]
     return round(sum(d[3:5]) / sum(d), 3) if d and sum(d) else None
-
-
-def git_commit() -> dict:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(paths.REPO), *args], capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else ""
-    return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "-uno"))}
-
-
-def machine() -> dict:
-    return {"host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(),
-            "load_avg": [round(x, 2) for x in os.getloadavg()]}
-
-
-def now_iso() -> str:
-    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 # ---- progress ----------------------------------------------------------------------------
@@ -512,151 +303,3 @@ class Runner:
         except Exception as e:                   # noqa: BLE001 - said, not fatal: results come first
             print(f"wanmpi: could not restore the testbed ({e}); check `wanmpi testbed status`",
                   file=progress.stream, flush=True)
-
-
-# ---- results -------------------------------------------------------------------------------
-def best_and_median(values: list[float]) -> tuple[float | None, float | None]:
-    return (min(values), statistics.median(values)) if values else (None, None)
-
-
-def result_document(bench: str, base: Topology, settings: dict, records: list[Record], summary: list[dict],
-                    started_iso: str, seconds: float, argv: list[str] | None = None) -> dict:
-    """The one result format of `wanmpi bench` (docs/benchmarks.md, "Result format")."""
-    failed = [r for r in records if not r.ok]
-    return {
-        "format": FORMAT,
-        "bench": bench,
-        "command": shlex.join(["wanmpi", *(sys.argv[1:] if argv is None else argv)]),
-        "started": started_iso,
-        "seconds": round(seconds, 1),
-        "git": git_commit(),
-        "machine": machine(),
-        "topology": {"source": base.source, "text": base.text},
-        "settings": settings,
-        "counts": {"cases": len(records), "ok": len(records) - len(failed), "failed": len(failed)},
-        "cases": [r.as_dict(i) for i, r in enumerate(records)],
-        "summary": summary,
-    }
-
-
-def finish(bench: str, base: Topology, settings: dict, records: list[Record], summary: list[dict],
-           started_iso: str, started: float, json_path: str | Path | None) -> dict:
-    """The end of a `wanmpi bench` run: each failed case and the environment
-    on stdout, then the result document, written to `json_path` if given."""
-    for r in records:
-        if not r.ok:
-            print(f"failed: {r.case.label()}: {r.error}")
-    print("environment: " + environment_summary(records))
-    document = result_document(bench, base, settings, records, summary, started_iso, time.monotonic() - started)
-    if json_path:
-        write_json(json_path, document)
-    return document
-
-
-def exit_status(document: dict) -> int:
-    """1 if a case failed, else 0."""
-    return 1 if document["counts"]["failed"] else 0
-
-
-def write_json(path: str | Path, document: dict) -> None:
-    try:
-        Path(path).write_text(json.dumps(document, indent=1) + "\n")
-    except OSError as e:
-        raise BenchError(f"--json: cannot write {path}: {e.strerror}") from None
-
-
-def read_json(path: str | Path) -> dict:
-    try:
-        document = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise BenchError(f"{path}: not a result file: {e}") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise BenchError(f"{path}: not a {FORMAT} result file")
-    return document
-
-
-def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
-    def cell(v) -> str:
-        return "-" if v is None else str(v).replace("|", "\\|")
-    out = ["| " + " | ".join(map(cell, headers)) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
-    return "\n".join(out) + "\n"
-
-
-def environment_summary(records: list[Record]) -> str:
-    """One paragraph: load, idle share, emulator drops and lateness, failures."""
-    loads = [r.env["load_avg_1m"] for r in records if "load_avg_1m" in r.env]
-    idle = [r.env["cpu_idle"] for r in records if r.env.get("cpu_idle") is not None]
-    emu = [r.env["emulator"] for r in records if "emulator" in r.env]
-    behind = sum(1 for e in emu if e["behind"])
-    failed = [r for r in records if not r.ok]
-    parts = []
-    if loads:
-        parts.append(f"load average (1 min) {min(loads):.1f}-{max(loads):.1f}, median {statistics.median(loads):.1f}")
-    if idle:
-        parts.append(f"CPU idle {100 * min(idle):.0f}-{100 * max(idle):.0f} %, median {100 * statistics.median(idle):.0f} %")
-    if emu:
-        parts.append(f"emulator: {sum(e['drops'] for e in emu)} drops, "
-                     f"{sum(e['late_1ms'] for e in emu)} releases > 1 ms late in all, "
-                     f"behind in {behind} of {len(emu)} cases")
-    parts.append(f"{len(failed)} of {len(records)} cases failed" if failed else f"all {len(records)} cases ok")
-    return "; ".join(parts) + "."
-
-
-# ---- one MPI job ------------------------------------------------------------------------------
-def job_output(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict | None = None,
-               extra_args: Iterable[str] = (), wanmpi: bool = True, timeout: float = 600,
-               use_relays: bool = True) -> tuple[str, str]:
-    """Run one job on the testbed that is up; return what it printed on
-    stdout and on stderr. BenchError (with the reason from its output) if it
-    failed; its stderr is captured, so a failed case records why."""
-    import tempfile
-    from ..job import launch
-    program = Path(argv[0])
-    if not program.exists():
-        raise BenchError(f"{program} is not built: run `make build`")
-    job = launch.Job(t, [str(program), *argv[1:]], list(nodes), dict(env or {}), list(extra_args), wanmpi=wanmpi,
-                     use_relays=use_relays)
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(err.fileno(), 2)
-        try:
-            status = launch.run_job(launch.launcher(mpi), job, timeout=timeout, stdout=out)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        out.seek(0)
-        err.seek(0)
-        text, errors = out.read(), err.read()
-    if status != 0:
-        raise BenchError(f"exit status {status}: {reason(errors, text)}")
-    return text, errors
-
-
-def job_rows(t: Topology, mpi: str, argv: list[str], nodes: list, **options) -> list[dict]:
-    """job_output(), as the JSON lines the job printed; BenchError if none."""
-    rows = []
-    text, errors = job_output(t, mpi, argv, nodes, **options)
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    if not rows:
-        raise BenchError(f"no result line: {reason(errors, text)}")
-    return rows
-
-
-LAUNCHER_NOISE = ("---", "[", "NOTE:", "MPI_ABORT was invoked", "with errorcode", "You may or may not",
-                  "exactly when", "Primary job", "a non-zero exit", "mpirun", "Process name", "Exit code",
-                  "process rank", "===", "BAD TERMINATION", "CLEANING UP", "YOUR APPLICATION", "This typically")
-
-
-def reason(errors: str, text: str) -> str:
-    """The lines of a failed job's output that say why (the launchers' own
-    boilerplate left out), at most 400 characters."""
-    lines = [l.strip() for l in (errors + "\n" + text).splitlines()]
-    said = [l for l in lines if l and not l.startswith(LAUNCHER_NOISE) and not l.startswith("{")]
-    return " | ".join(dict.fromkeys(said[:3]))[:400] or "(no output)"

@@ -2,10 +2,10 @@
 judge a grid MPI: performance relative to a single cluster of the same size as
 the one-way WAN delay grows, and the gain of each technique.
 
-Cases (runner.py): every kernel x one-way delay x MPI x variant x
-repetition on the testbed's topology, plus, per kernel and MPI, the same job
-on one cluster holding all the nodes (the `single-cluster` reference, run
-with the MPI alone). Relative performance = reference time / time (1.0: as
+Cases (cases.py, run by runner.py): every kernel x one-way delay x MPI x
+variant x repetition on the testbed's topology, plus, per kernel and MPI, the
+same job on one cluster holding all the nodes (the `single-cluster`
+reference, run with the MPI alone). Relative performance = reference time / time (1.0: as
 fast as one cluster), from the best repetition of each (and from the medians).
 
 Variants (libwanmpi's techniques switched by WANMPI_* settings, docs/libwanmpi.md
@@ -19,7 +19,7 @@ and docs/pacing.md):
   relays       the MPI library alone, every connection between clusters
                through two relay pairs (a testbed with relays = 2)
 A technique that needs another testbed is a variant with a `topology`
-(runner.TopologySpec), as relays; the runner brings that testbed up
+(cases.TopologySpec), as relays; the runner brings that testbed up
 for its cases.
 """
 from __future__ import annotations
@@ -31,8 +31,11 @@ from pathlib import Path
 
 from .. import paths, topo
 from ..topo import Topology
-from .runner import (BASE, SINGLE_CLUSTER, BenchError, Case, Record, Runner, TopologySpec, environment_summary,
-                     job_rows, markdown_table, now_iso, plan, result_document, with_relays, write_json)
+from . import plot
+from .cases import BASE, SINGLE_CLUSTER, BenchError, Case, Record, TopologySpec, plan, with_relays
+from .job_output import job_rows
+from .results import environment_summary, markdown_table, now_iso, result_document, write_json
+from .runner import Runner
 
 CLASSES = ("S", "A", "B")
 MPIS = ("openmpi", "mpich")
@@ -275,7 +278,6 @@ def run(base: Topology, kernels: list[str], variants: list[str], mpis: list[str]
 
 def write_outputs(document: dict, out_dir: Path, stem: str = "suite") -> list[str]:
     """suite.json, suite.md and the plots (plot.py) into out_dir."""
-    from . import plot
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / f"{stem}.json", document)
     records = records_of(document)
@@ -288,11 +290,10 @@ def write_outputs(document: dict, out_dir: Path, stem: str = "suite") -> list[st
 
 def records_of(document: dict) -> list[Record]:
     """Records back from a result document (for the markdown of a saved run)."""
-    from .runner import TopologySpec as Spec
     out = []
     for c in document["cases"]:
         case = Case(c["kernel"], c["variant"], c["mpi"], c["delay_ms"], c["rep"],
-                    BASE if c["topology"] == BASE.name else Spec(c["topology"]), tuple(c["params"].items()))
+                    BASE if c["topology"] == BASE.name else TopologySpec(c["topology"]), tuple(c["params"].items()))
         out.append(Record(case, c["status"], c["error"], c["seconds"], c["metrics"], c["env"]))
     return out
 

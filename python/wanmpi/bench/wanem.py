@@ -39,7 +39,9 @@ from .. import shell, units
 from ..testbed import emulator, net, probe
 from ..topo import Cluster, Topology, WanLink
 from .links import TCP_IP_HEADERS
-from .runner import BEHIND_LATE_1MS, BEHIND_LATE_200US, BenchError
+from .cases import BenchError
+from .results import result_document, write_json
+from .runner import BEHIND_LATE_1MS, BEHIND_LATE_200US
 
 PARTS = ("rtt", "tcp", "loss", "load", "capacity")
 IP_UDP_HEADERS = 28
@@ -609,8 +611,7 @@ def run(topo: Topology, *, quick: bool = False, seconds: float | None = None, js
         if brought_up:
             net.teardown(net.State.load())
     print_report(report)
-    if json_path:       # the runner's result format; the report is its summary
-        from .runner import result_document, write_json
+    if json_path:       # the result format (results.py); the report is its summary
         settings = {"quick": quick, "parts": list(selected), "link": link.name, "plan": asdict(plan)}
         write_json(json_path, result_document("emulator", topo, settings, [], report, report["date"],
                                               time.monotonic() - t0))
