@@ -223,13 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cut a transfer after this long and report it as partial (default: 120)")
     bru.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     bru.set_defaults(handler=cmd_bench_rbudp)
-    from .bench import suite
+    from .bench import kernels, suite
     bsu = bnsub.add_parser("suite", help="the NAS-like kernels across the clusters: performance relative to "
                            "one cluster vs delay, and the gain of each technique")
     topology_option(bsu)
-    bsu.add_argument("--kernels", default=",".join(suite.DEFAULT_KERNELS),
-                     help=f"comma-separated subset of: {', '.join(suite.KERNELS)} "
-                          f"(default: {','.join(suite.DEFAULT_KERNELS)})")
+    bsu.add_argument("--kernels", default=",".join(kernels.DEFAULT_KERNELS),
+                     help=f"comma-separated subset of: {', '.join(kernels.KERNELS)} "
+                          f"(default: {','.join(kernels.DEFAULT_KERNELS)})")
     bsu.add_argument("--variants", default=",".join(suite.VARIANTS),
                      help=f"comma-separated subset of: {', '.join(suite.VARIANTS)} (default: every one)")
     bsu.add_argument("--mpis", default=",".join(suite.MPIS),
@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     bsu.add_argument("--delays", default=suite.DEFAULT_DELAYS,
                      help=f"one-way WAN delays in ms (default: {suite.DEFAULT_DELAYS})")
     bsu.add_argument("--reps", type=int, default=3, help="jobs per cell; best and median (default: 3)")
-    bsu.add_argument("--class", dest="klass", default="A", choices=suite.CLASSES,
+    bsu.add_argument("--class", dest="klass", default="A", choices=kernels.CLASSES,
                      help="problem class, i.e. message sizes (default: A)")
     bsu.add_argument("--quick", action="store_true",
                      help="class S, delays 0 and 10 ms, one job per cell (under 15 minutes)")
@@ -491,7 +491,7 @@ def cmd_bench_coll(args) -> int:
 
 
 def cmd_bench_suite(args) -> int:
-    from .bench import suite
+    from .bench import kernels, suite
     if args.reps < 1:
         raise CliError(f"--reps must be at least 1, got {args.reps}")
     if args.timeout <= 0:
@@ -500,7 +500,7 @@ def cmd_bench_suite(args) -> int:
     if args.quick:
         klass, delays, reps = suite.QUICK["class"], suite.QUICK["delays"], suite.QUICK["reps"]
     return suite.run(topology_for(args),
-                           suite.parse_list(args.kernels, list(suite.KERNELS), "kernels"),
+                           suite.parse_list(args.kernels, list(kernels.KERNELS), "kernels"),
                            suite.parse_list(args.variants, list(suite.VARIANTS), "variants"),
                            suite.parse_list(args.mpis, list(suite.MPIS), "mpis"),
                            coll.parse_delays(delays), reps, klass, args.out, args.json, args.timeout)

@@ -48,9 +48,9 @@ from ..testbed import net
 from ..topo import Topology
 from .cases import BenchError, Case, Record, TopologySpec, with_relays
 from .job_output import job_output, job_rows
+from .kernels import KERNELS
 from .results import exit_status, finish, markdown_table, now_iso
 from .runner import Runner
-from .suite import KERNELS
 
 PARTS = ("latency", "path", "trunks", "kernels")
 PATH_VARIANTS = ("loopback", "direct", "forwarded", "relayed")
