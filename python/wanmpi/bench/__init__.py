@@ -9,5 +9,6 @@ share.
   suite.py coll.py pacing.py relay.py rbudp.py report.py
                  `wanmpi bench suite`, `coll`, `pacing`, `relay`, `rbudp`, `report`
   links.py       `wanmpi bench net`: every WAN link against its configuration
-  wanem.py       `wanmpi bench emulator`: the emulator itself
+  wanem.py       `wanmpi bench emulator`: the emulator itself, measured by
+                 wanem_parts.py and reported by wanem_report.py
 """
