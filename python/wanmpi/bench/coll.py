@@ -16,7 +16,6 @@ a job that fails is recorded as failed and the others still run.
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from .. import paths, units
 from ..job import launch
 from ..topo import Topology
 from . import plot
-from .cases import BenchError, Case, Record
+from .cases import Case, Record
 from .job_output import job_rows
 from .results import exit_status, finish, now_iso
 from .runner import Runner
@@ -87,40 +86,6 @@ def lower_bound(topo: Topology, op: str, size: int, ranks: int, delay_ms: float)
     if op == "allreduce":
         return 2 * size * (ranks - 1) / (ranks * b) + d + (size / B if B < b else 0)
     return max(size / b, size / B) + d
-
-
-def parse_variants(text: str) -> list[Variant]:
-    names = [v.strip() for v in text.split(",") if v.strip()]
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown or not names:
-        raise BenchError(f"--variants: unknown {', '.join(unknown) or '(none given)'} "
-                         f"(known: {', '.join(VARIANTS)})")
-    return [VARIANTS[n] for n in names]
-
-
-def parse_delays(text: str) -> list[float]:
-    """'0,2,5,10' -> one-way delays in ms."""
-    delays = []
-    for item in text.split(","):
-        try:
-            delay = float(item)
-        except ValueError:
-            raise BenchError(f"--delays: {item.strip()!r} is not a delay in ms (e.g. 0,2,5,10)") from None
-        if not 0 <= delay <= 1000:
-            raise BenchError(f"--delays: {delay:g} ms is outside [0, 1000]")
-        delays.append(delay)
-    return delays
-
-
-def parse_sizes(text: str) -> list[int]:
-    """'1K,64K,1M' -> bytes (K, M, G are powers of 1024, as collbench reads them)."""
-    sizes = []
-    for item in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)([KMG]?)\s*", item)
-        if not m:
-            raise BenchError(f"--sizes: {item.strip()!r} is not a size such as 4096, 64K or 8M")
-        sizes.append(int(m[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m[2]])
-    return sizes
 
 
 def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],

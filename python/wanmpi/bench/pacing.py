@@ -93,15 +93,6 @@ class Result:
         return statistics.median(self.rto)
 
 
-def parse_list(text: str, known, what: str) -> list[str]:
-    chosen = [x.strip() for x in text.split(",") if x.strip()]
-    unknown = [x for x in chosen if x not in known]
-    if unknown or not chosen:
-        raise BenchError(f"--{what}: unknown {', '.join(map(repr, unknown)) or 'empty list'} "
-                         f"(choose from {', '.join(known)})")
-    return chosen
-
-
 def senders(topo: Topology) -> int:
     return max(len(c.nodes) for c in topo.clusters)
 

@@ -72,25 +72,6 @@ class Result:
         return 8 * self.bytes / self.seconds if self.seconds > 0 else 0.0
 
 
-def parse_losses(text: str) -> list[float]:
-    try:
-        losses = [units.parse_loss(x.strip()) for x in text.split(",") if x.strip()]
-    except units.UnitError as e:
-        raise BenchError(f"--losses: {e}") from None
-    if not losses:
-        raise BenchError("--losses: give at least one loss rate")
-    return losses
-
-
-def parse_variants(text: str) -> list[str]:
-    chosen = [x.strip() for x in text.split(",") if x.strip()]
-    unknown = [x for x in chosen if x not in VARIANTS]
-    if unknown or not chosen:
-        raise BenchError(f"--variants: unknown {', '.join(map(repr, unknown)) or 'empty list'} "
-                         f"(choose from {', '.join(VARIANTS)})")
-    return chosen
-
-
 def transfer_cmd(*args: str) -> list[str]:
     return [*HARNESS, sys.executable, "-m", "wanmpi.testbed.transfer", *args]
 

@@ -70,15 +70,6 @@ REFERENCE = Variant("single-cluster", False, topology=SINGLE_CLUSTER,
 TECHNIQUES = ("collectives", "pacing", "all", "relays")      # bars of the improvement chart, against plain
 
 
-def parse_list(text: str, known, what: str) -> list[str]:
-    chosen = [x.strip() for x in text.split(",") if x.strip()]
-    unknown = [x for x in chosen if x not in known]
-    if unknown or not chosen:
-        raise BenchError(f"--{what}: unknown {', '.join(map(repr, unknown)) or 'empty list'} "
-                         f"(choose from {', '.join(known)})")
-    return list(dict.fromkeys(chosen))
-
-
 def cases(kernels: list[str], variants: list[str], mpis: list[str], delays: list[float], reps: int,
           klass: str) -> list[Case]:
     """The testbed's cases, then the single-cluster references (one per kernel,

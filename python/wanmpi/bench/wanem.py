@@ -60,17 +60,6 @@ def terminate_as_interrupt():
 
 
 # ---- running ----------------------------------------------------------------------------------------
-def parse_parts(text: str | None) -> tuple[str, ...]:
-    if not text:
-        return PARTS
-    parts = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown or not parts:
-        raise BenchError(f"--parts: unknown part {', '.join(map(repr, unknown)) or repr(text)} "
-                         f"(parts: {', '.join(PARTS)})")
-    return parts
-
-
 def check_arguments(topo: Topology, link_name: str | None, seconds: float | None) -> WanLink:
     if seconds is not None and not 0 < seconds <= 600:
         raise BenchError(f"--seconds: expected a duration in (0, 600] seconds, got {seconds:g}")
@@ -85,8 +74,8 @@ def check_arguments(topo: Topology, link_name: str | None, seconds: float | None
 
 
 def run(topo: Topology, *, quick: bool = False, seconds: float | None = None, json_path: str | None = None,
-        parts: str | None = None, link_name: str | None = None) -> int:
-    selected = parse_parts(parts)
+        parts: tuple[str, ...] | None = None, link_name: str | None = None) -> int:
+    selected = parts or PARTS
     link = check_arguments(topo, link_name, seconds)
     plan = QUICK if quick else FULL
     if seconds is not None:

@@ -18,13 +18,24 @@ import subprocess
 import sys
 import tempfile
 
-from . import paths, topo, units
-from .bench import coll, pacing
-from .bench.cases import TopologySpec
-from .job import launch, relays
-from .testbed import emulator, net
+from .. import paths, topo, units
+from ..bench import coll, pacing
+from ..bench.cases import BenchError, TopologySpec
+from ..job import launch, relays
+from ..testbed import emulator, net
+from .options import topology_option
 
 PINGPONG = "pingpong"
+
+
+def register(commands) -> None:
+    p = commands.add_parser("demo", help="bring up the default testbed and show what wanmpi does")
+    topology_option(p)
+    p.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args) -> int:
+    return run(args.topology)
 
 
 def run(topology_path: str | None = None) -> int:
@@ -84,7 +95,7 @@ def show_collectives(t: topo.Topology) -> int:
     for variant in ("ompi", "wanmpi"):
         try:
             rows = coll.run_variant(t, coll.VARIANTS[variant], len(t.nodes), None, args, 600)
-        except coll.BenchError as e:
+        except BenchError as e:
             print(f"wanmpi demo: {e}")
             return 1
         times[variant] = {r["op"]: r for r in rows}
@@ -105,7 +116,7 @@ def show_alltoall(t: topo.Topology) -> int:
     for variant in ("ompi", "wanmpi"):
         try:
             rows[variant] = pacing.run_pattern(t, pacing.VARIANTS[variant], "is", 600)
-        except coll.BenchError as e:
+        except BenchError as e:
             print(f"wanmpi demo: {e}")
             return 1
     print(f"{'IS all-to-all (128 KiB/pair)':<30}{'Open MPI alone':>16}{'with wanmpi':>14}{'speed-up':>10}")
