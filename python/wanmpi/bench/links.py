@@ -24,7 +24,6 @@ from .results import now_iso, result_document, write_json
 from .runner import require_testbed
 
 MAX_FLOWS = 4
-TCP_IP_HEADERS = 52
 ETHERNET_HEADER = 14
 
 
@@ -61,7 +60,7 @@ def measure_direction(topo: Topology, link: WanLink, src: Cluster, dst: Cluster,
         print(f"wanmpi: link {link.name} still busy after 10 s; the RTT below includes its queue", file=sys.stderr)
     out = [LinkMeasurement(link.name, "RTT", f"{s0.name}->{d0.name}", rtt, probe.rtt_ms(s0.netns, d0.address), "ms",
                            rtt)]
-    payload = topo.mtu - TCP_IP_HEADERS
+    payload = topo.mtu - probe.TCP_IP_HEADERS
     flows = min(MAX_FLOWS, len(src.nodes), len(dst.nodes))
     for n in sorted({1, flows}):
         pairs = [(src.nodes[i].netns, dst.nodes[i].netns, dst.nodes[i].address) for i in range(n)]

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from .. import shell, units
 from ..testbed import emulator, net, probe
 from ..topo import Cluster, Topology, WanLink
-from .links import TCP_IP_HEADERS
 from .runner import BEHIND_LATE_1MS, BEHIND_LATE_200US
 
 IP_UDP_HEADERS = 28
@@ -335,7 +334,7 @@ class Bench:
                 marks, mark = marker()
                 result = probe.tcp_flows(pairs, self.plan.tcp_seconds, cc, self.plan.tcp_warmup, mark)
                 share = share_since(before, self.link.name, (marks["start"], marks["end"]))
-                bound = rate * (self.topo.mtu - TCP_IP_HEADERS) / self.topo.mtu
+                bound = rate * (self.topo.mtu - probe.TCP_IP_HEADERS) / self.topo.mtu
                 rows.append(TcpRow(rate, queue, cc, flows, path, self.plan.tcp_seconds,
                                    result.steady_bits_per_s, bound, share))
         self.restore()

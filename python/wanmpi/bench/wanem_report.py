@@ -6,7 +6,7 @@ against its target.
 from __future__ import annotations
 
 from .. import units
-from .links import TCP_IP_HEADERS
+from ..testbed.probe import TCP_IP_HEADERS
 from .wanem_parts import CAPACITY_LOSS, Capacity, Load, RttRow
 
 RTT_TARGET_MS = 0.2                  # issue 3: idle RTT within 0.2 ms of 2 x delay

@@ -21,6 +21,7 @@ from .. import paths, shell
 from . import net
 
 TCP_PORT = 5201
+TCP_IP_HEADERS = 52             # IPv4 + TCP with timestamps: a full segment carries MTU - 52 bytes
 UDP_PORT = 5301
 # Probes run at a higher CPU priority than whatever else the machine runs, so
 # they measure the network, not the competition for CPU (wanem itself runs at
