@@ -1,12 +1,13 @@
 """The relays of a job on the emulated testbed: their configuration, their
 processes, and what the ranks need to use them.
 
-With `relays = N` in a topology, every cluster has N relay nodes (testbed/net.py
-builds them). For a job that spans clusters, `wanmpi run` starts one wanrelay
-per relay node (`RelaySet.start`), waits until every trunk is authenticated,
-gives the job `environment()` (the shim sends each connect to another
-cluster through a relay of its own cluster), watches the relays while the job
-runs and stops them afterwards. Each job gets a fresh pre-shared key.
+With `relays = N` in a topology, every cluster has N relay nodes
+(testbed/net.py builds them). For a job that spans clusters, `wanmpi run`
+starts one wanrelay per relay node (`RelaySet.start`), waits until every
+trunk is authenticated, gives the job `environment()` (the shim sends each
+connect to another cluster through a relay of its own cluster), watches the
+relays while the job runs and stops them afterwards. Each job gets a fresh
+pre-shared key.
 
 Pairing (the IMPI relay paper's trunks): relay k of a cluster with n relays
 pairs with relay k mod m of every other cluster with m relays, for k up to
