@@ -96,11 +96,11 @@ class NetnsTestbed:
         return state is not None and not net.health(state)
 
 
-def require_testbed(topo: Topology) -> None:
-    """The testbed of `topo` is up and healthy, or BenchError says why not."""
+def require_testbed(t: Topology) -> None:
+    """The testbed of `t` is up and healthy, or BenchError says why not."""
     state = net.State.load()
-    if state is None or state.topology_text != topo.text:
-        raise BenchError(f"the testbed of {topo.source} is not up: run `wanmpi testbed up`")
+    if state is None or state.topology_text != t.text:
+        raise BenchError(f"the testbed of {t.source} is not up: run `wanmpi testbed up`")
     problems = net.health(state)
     if problems:
         raise BenchError("the testbed is not healthy: " + "; ".join(problems))
