@@ -18,7 +18,9 @@ import time
 
 import pytest
 
-from wanmpi import emulator, launch, net, paths, topo
+from wanmpi import paths, topo
+from wanmpi.job import launch
+from wanmpi.testbed import emulator, net
 
 REPO = paths.REPO
 WANMPI = [sys.executable, "-m", "wanmpi"]

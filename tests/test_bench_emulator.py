@@ -7,7 +7,8 @@ import json
 import pytest
 
 from conftest import wanmpi
-from wanmpi import emulator, net, shell
+from wanmpi import shell
+from wanmpi.testbed import emulator, net
 
 ROUTERS = ("wm-a-r", "wm-b-r")
 

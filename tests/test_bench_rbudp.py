@@ -10,7 +10,9 @@ import subprocess
 import pytest
 
 from conftest import REPO, bring_up, wanmpi
-from wanmpi import bench_rbudp, net, topo, transfer
+from wanmpi import topo
+from wanmpi.bench import rbudp as bench_rbudp
+from wanmpi.testbed import net, transfer
 
 
 def test_connect_preamble_is_the_documented_bytes():

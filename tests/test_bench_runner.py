@@ -10,8 +10,11 @@ import tomllib
 import pytest
 
 from conftest import REPO, wanmpi
-from wanmpi import bench_runner as br
-from wanmpi import bench_suite, topo
+from wanmpi import topo
+from wanmpi.bench import cases as bc
+from wanmpi.bench import runner as br
+from wanmpi.bench import suite as bench_suite
+from wanmpi.bench.job_output import reason
 
 
 class FakeTestbed:
@@ -25,7 +28,7 @@ class FakeTestbed:
     def bring_up(self, t):
         self.log.append(("up", t.source))
         if self.fail_up and self.fail_up in t.source:
-            raise br.BenchError("no namespaces today")
+            raise bc.BenchError("no namespaces today")
         self.up = t
 
     def take_down(self):
@@ -54,14 +57,14 @@ BASE = topo.load(REPO / "examples/two-clusters.toml")
 
 def fake_job(case, t):
     if case.kernel == "ft" and case.variant == "pacing":
-        raise br.BenchError("exit status 1: ft: rank 3, from 5, element 7: got 1, want 2")
+        raise bc.BenchError("exit status 1: ft: rank 3, from 5, element 7: got 1, want 2")
     single = case.topology.name == "single-cluster"
     slow = 1.0 if single else 1.0 + (case.delay_ms or 0) / (5 if case.variant == "plain" else 10)
     return {"per_iter_s": slow * (1 + 0.1 * (case.rep - 1)), "seconds": 1.0, "iters": 1, "ranks": len(t.nodes)}
 
 
 def test_plan_is_the_cross_product_delay_major_with_repetitions_interleaved():
-    cases = br.plan(["cg", "ep"], ["plain", "all"], ["openmpi", "mpich"], [0, 10], 3)
+    cases = bc.plan(["cg", "ep"], ["plain", "all"], ["openmpi", "mpich"], [0, 10], 3)
     assert len(cases) == 2 * 2 * 2 * 2 * 3
     assert [c.delay_ms for c in cases] == [0] * 24 + [10] * 24
     first = [(c.kernel, c.mpi, c.rep, c.variant) for c in cases[:4]]
@@ -74,34 +77,34 @@ def test_suite_plan_adds_one_single_cluster_reference_per_kernel_mpi_and_repetit
     cases = bench_suite.cases(["cg", "is"], ["plain", "all"], ["openmpi"], [0, 5], 2, "S")
     refs = [c for c in cases if c.variant == "single-cluster"]
     assert len(cases) == 2 * 2 * 1 * 2 * 2 + len(refs) and len(refs) == 2 * 1 * 2
-    assert all(c.topology is br.SINGLE_CLUSTER and c.delay_ms is None for c in refs)
-    assert all(c.topology is br.BASE for c in cases if c.variant != "single-cluster")
+    assert all(c.topology is bc.SINGLE_CLUSTER and c.delay_ms is None for c in refs)
+    assert all(c.topology is bc.BASE for c in cases if c.variant != "single-cluster")
     assert all(c.param("class") == "S" for c in cases)
 
 
 def test_single_cluster_topology_holds_every_node_on_one_lan():
-    t = br.SINGLE_CLUSTER.derive(BASE)
+    t = bc.SINGLE_CLUSTER.derive(BASE)
     one = t.cluster("one")
     assert len(one.nodes) == len(BASE.nodes) == 8
     assert one.nic_bps == BASE.clusters[0].nic_bps and one.port_buffer == BASE.clusters[0].port_buffer
-    ranks = br.SINGLE_CLUSTER.rank_nodes(t)
+    ranks = bc.SINGLE_CLUSTER.rank_nodes(t)
     assert [n.name for n in ranks] == [f"one{i}" for i in range(8)]      # the idle cluster runs nothing
     assert t.text != BASE.text and "derived by `wanmpi bench`" in t.text
-    assert br.BASE.derive(BASE) is BASE
+    assert bc.BASE.derive(BASE) is BASE
 
 
 def test_relays_hook_sets_relays_on_every_cluster():
-    spec = br.with_relays(2)
+    spec = bc.with_relays(2)
     raw = spec.transform(tomllib.loads(BASE.text))
     assert [c["relays"] for c in raw["cluster"]] == [2, 2]
-    assert tomllib.loads(br.to_toml(raw)) == raw
+    assert tomllib.loads(bc.to_toml(raw)) == raw
 
 
 @pytest.mark.parametrize("name", ["two-clusters.toml", "three-clusters.toml", "private-cluster.toml",
                                   "real-clusters.toml"])
 def test_topology_files_survive_the_toml_writer(name):
     raw = tomllib.loads((REPO / "examples" / name).read_text())
-    assert tomllib.loads(br.to_toml(raw)) == raw
+    assert tomllib.loads(bc.to_toml(raw)) == raw
 
 
 def test_runner_groups_by_topology_and_leaves_no_testbed_when_none_was_up():
@@ -120,7 +123,7 @@ def test_runner_groups_by_topology_and_leaves_no_testbed_when_none_was_up():
 
 
 def test_runner_runs_the_topology_that_is_up_first_and_brings_it_back():
-    single = br.SINGLE_CLUSTER.derive(BASE)
+    single = bc.SINGLE_CLUSTER.derive(BASE)
     fake = FakeTestbed(up=single)
     cases = bench_suite.cases(["cg"], ["plain"], ["openmpi"], [2], 1, "S")
     br.Runner(BASE, fake, io.StringIO()).run(cases, fake_job)
@@ -160,7 +163,7 @@ def test_interrupt_stops_the_run_and_still_restores_the_testbed():
     def interrupted(case, t):
         raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
-        br.Runner(BASE, fake, io.StringIO()).run(br.plan(["cg"], ["plain"], ["openmpi"], [0], 1), interrupted)
+        br.Runner(BASE, fake, io.StringIO()).run(bc.plan(["cg"], ["plain"], ["openmpi"], [0], 1), interrupted)
     assert ("restore",) in fake.log and fake.up is None
 
 
@@ -231,8 +234,8 @@ def test_failure_reason_leaves_out_the_launchers_boilerplate():
               "--------------------------------------------------------------------------\n"
               "MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\nwith errorcode 1.\n"
               "[a0:123] plm:rsh: Warning: setpgid failed\n")
-    assert br.reason(errors, "") == "cg transpose: rank 2, from 6, message 3, element 5: got 1, want 2"
-    assert br.reason("", "") == "(no output)"
+    assert reason(errors, "") == "cg transpose: rank 2, from 6, message 3, element 5: got 1, want 2"
+    assert reason("", "") == "(no output)"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -274,8 +277,8 @@ def test_suite_parts_merge_into_one_result(tmp_path, monkeypatch):
 
 
 def test_a_topology_that_cannot_be_derived_fails_its_cases_only():
-    broken = br.TopologySpec("broken", lambda raw: {**raw, "cluster": [{"name": "Bad Name"}]}, (), "invalid")
-    cases = [br.Case("cg", "plain", "openmpi", 0.0), br.Case("cg", "odd", "openmpi", 0.0, topology=broken)]
+    broken = bc.TopologySpec("broken", lambda raw: {**raw, "cluster": [{"name": "Bad Name"}]}, (), "invalid")
+    cases = [bc.Case("cg", "plain", "openmpi", 0.0), bc.Case("cg", "odd", "openmpi", 0.0, topology=broken)]
     records = br.Runner(BASE, FakeTestbed(up=BASE), io.StringIO()).run(cases, fake_job)
     assert records[0].ok and not records[1].ok
     assert records[1].error.startswith("testbed broken: ") and "cluster[0].name" in records[1].error
@@ -287,9 +290,9 @@ def test_a_testbed_taken_down_under_the_run_is_brought_up_again():
     def vandal(case, t):                  # something else removes the testbed during case 2
         if case.rep == 2:
             fake.up = None
-            raise br.BenchError("exit status 15: killed")
+            raise bc.BenchError("exit status 15: killed")
         return fake_job(case, t)
-    cases = br.plan(["cg"], ["plain"], ["openmpi"], [0.0], 3)
+    cases = bc.plan(["cg"], ["plain"], ["openmpi"], [0.0], 3)
     runner = br.Runner(BASE, fake, io.StringIO())
     records = runner.run(cases, vandal)
     assert [r.status for r in records] == ["ok", "failed", "ok"]

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import MPIS, wanmpi
 from test_libwanmpi import calls, run, stats
-from wanmpi import emulator, net
+from wanmpi.testbed import emulator, net
 
 
 def test_bench_suite_smoke_runs_every_case_and_restores_the_testbed(two_clusters, tmp_path):

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from conftest import REPO, WANMPI, program, wanmpi
-from wanmpi import launch, net
+from wanmpi.job import launch
+from wanmpi.testbed import net
 
 
 @pytest.mark.parametrize("args, message", [

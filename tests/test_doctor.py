@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, bring_up, wanmpi
-from wanmpi import cli, doctor, net, tcptune, topo
-from wanmpi.doctor import FAIL, OK, WARN, Interface, NodeSettings
+from wanmpi import tcptune, topo
+from wanmpi.cli import main as cli
+from wanmpi.job import doctor
+from wanmpi.job.doctor import FAIL, OK, WARN, Interface, NodeSettings
+from wanmpi.testbed import net
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TWO = REPO / "examples" / "two-clusters.toml"

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from conftest import MPIS, bring_up, program, wanmpi
-from wanmpi import net
+from wanmpi.testbed import net
 
 THREE = "examples/three-clusters.toml"
 

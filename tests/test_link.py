@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import wanmpi
-from wanmpi import emulator, net
+from wanmpi.testbed import emulator, net
 
 
 def rtt_ms(two_clusters, count: int = 20) -> float | None:

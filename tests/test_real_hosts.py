@@ -11,7 +11,8 @@ import time
 import pytest
 
 from conftest import MPIS, program, wan_counters
-from wanmpi import net, paths
+from wanmpi import paths
+from wanmpi.testbed import net
 
 HOSTS = {"a": ["a0", "a1"], "b": ["b0", "b1"]}
 

@@ -6,7 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from wanmpi import paths, relays, topo
+from wanmpi import paths, topo
+from wanmpi.job import relays
 
 THREE = """
 [[cluster]]

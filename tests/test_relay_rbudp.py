@@ -13,7 +13,8 @@ import json
 import pytest
 
 from conftest import MPIS, bring_up, program, wanmpi
-from wanmpi import net, relays
+from wanmpi.job import relays
+from wanmpi.testbed import net
 
 MB32 = str(32 << 20)
 

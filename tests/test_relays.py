@@ -18,7 +18,9 @@ import time
 import pytest
 
 from conftest import MPIS, REPO, WANMPI, bring_up, program, wanmpi
-from wanmpi import libwanmpi, net, paths, relays, topo
+from wanmpi import paths, topo
+from wanmpi.job import libwanmpi, relays
+from wanmpi.testbed import net
 
 STREAMS = REPO / "tests" / "programs" / "streams.py"
 HUNDRED_MB = str(100 * 1000 * 1000)

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from conftest import MPIS, REPO, WANMPI, program, wan_counters, wanmpi
-from wanmpi import launch, net
+from wanmpi.job import launch
+from wanmpi.testbed import net
 
 
 def ranks_and_hosts(stdout: str) -> list[str]:

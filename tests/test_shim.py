@@ -17,7 +17,8 @@ import subprocess
 import pytest
 
 from conftest import MPIS, program, wanmpi
-from wanmpi import launch, libwanmpi, paths, topo
+from wanmpi import paths, topo
+from wanmpi.job import launch, libwanmpi
 
 SHIMCHECK = paths.BUILD / "tests" / "shimcheck"
 LOOPBACK_MAP = "a=127.0.0.1/32;b=127.0.0.2/32;c=127.0.0.3/32"

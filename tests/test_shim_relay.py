@@ -24,7 +24,8 @@ import time
 import pytest
 
 from test_shim import shimcheck
-from wanmpi import libwanmpi, paths
+from wanmpi import paths
+from wanmpi.job import libwanmpi
 
 RELAYCHECK = paths.BUILD / "tests" / "relaycheck"
 MAP = "a=127.0.0.0/24;b=127.0.1.0/24"

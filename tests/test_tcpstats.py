@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import program, wanmpi
-from wanmpi import emulator, paths, tcpstats, topo
-from wanmpi.tcpstats import Snapshot, TcpStats
+from wanmpi import paths, topo
+from wanmpi.job import tcpstats
+from wanmpi.testbed import emulator
+from wanmpi.job.tcpstats import Snapshot, TcpStats
 from wanmpi.topo import Node
 
 FIXTURES = Path(__file__).parent / "fixtures" / "proc-net"

@@ -8,7 +8,8 @@ import subprocess
 import time
 
 from conftest import bring_up, wanmpi
-from wanmpi import emulator, net, paths
+from wanmpi import paths
+from wanmpi.testbed import emulator, net
 
 
 def root_links() -> set[str]:

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import MPIS, bring_up, program, wanmpi
-from wanmpi import net
+from wanmpi.testbed import net
 
 
 @pytest.fixture(scope="module")

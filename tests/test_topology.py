@@ -152,7 +152,7 @@ def test_missing_file_names_it():
 
 
 def test_collective_settings_reach_every_rank_environment():
-    from wanmpi import libwanmpi
+    from wanmpi.job import libwanmpi
     t = topo.loads(GOOD + '[collectives]\nlanes = 3\nchunk = "16KiB"\nsmall = "1KiB"\n'
                    'allreduce = "singlelane"\nbarrier = "mpi"\n', "t.toml")
     env = libwanmpi.environment(t)
@@ -166,7 +166,7 @@ def test_collective_settings_reach_every_rank_environment():
 
 
 def test_alltoall_settings_reach_every_rank_environment():
-    from wanmpi import libwanmpi
+    from wanmpi.job import libwanmpi
     env = libwanmpi.environment(topo.loads(GOOD, "t.toml"))
     assert (env["WANMPI_ALLTOALL"], env["WANMPI_ALLTOALLV"]) == ("scheduled", "scheduled")
     assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("auto", "1")
@@ -177,7 +177,7 @@ def test_alltoall_settings_reach_every_rank_environment():
 
 
 def test_default_lanes_are_automatic_and_rates_are_passed():
-    from wanmpi import libwanmpi
+    from wanmpi.job import libwanmpi
     env = libwanmpi.environment(topo.load())
     assert "WANMPI_LANES" not in env          # the library picks the measured best per collective
     assert (env["WANMPI_WAN_RATE"], env["WANMPI_NIC_RATE"]) == ("200000000", "100000000")

@@ -14,7 +14,7 @@ STATE_DIR = Path(os.environ.get("WANMPI_STATE_DIR", "/run/wanmpi"))
 STATE_FILE = STATE_DIR / "testbed.json"
 HOSTS_FILE = STATE_DIR / "hosts"
 
-NS_EXEC_AGENT = Path(__file__).resolve().parent / "ns-exec"
+NS_EXEC_AGENT = Path(__file__).resolve().parent / "testbed" / "ns-exec"
 
 # The remote shell MPI launchers use on real clusters: an ssh program (a path
 # or a name on PATH; a wrapper script if it needs options beyond ~/.ssh/config).

@@ -2,8 +2,9 @@
 bandwidth-delay products, and the socket buffer limits that let one
 connection fill the longest, fastest of them.
 
-`net.py` applies the limits to the testbed's nodes; `doctor.py` checks a
-node's settings against them. Nothing here touches the system.
+The testbed applies the limits to its nodes (testbed/net.py); `wanmpi
+doctor` checks a node's settings against them (job/doctor.py). Nothing here
+touches the system.
 
 Buffer limit = BUFFER_BDP_FACTOR x the largest bandwidth-delay product (path
 rate x round-trip time) from a node's cluster, where the path rate is the

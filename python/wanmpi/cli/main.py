@@ -1,0 +1,59 @@
+"""`wanmpi`: the one command. `main` builds the parser from every subcommand's
+module (each declares its own arguments beside its handler), runs the
+handler, and turns the problems a user can fix into `wanmpi: error: ...` with
+exit status 2."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from ..bench.cases import BenchError
+from ..bench.plot import PlotError
+from ..job.doctor import DoctorError
+from ..job.launch import EXIT_INTERRUPTED, LaunchError
+from ..testbed.emulator import EmulatorError
+from ..testbed.net import TestbedError
+from ..topo import TopologyError
+from . import bench, demo, doctor, link, plot, run, testbed
+from .options import CliError
+
+EXIT_USAGE = 2
+USER_ERRORS = (CliError, TopologyError, TestbedError, LaunchError, EmulatorError, PlotError, BenchError, DoctorError)
+SUBCOMMANDS = (testbed, run, link, plot, doctor, demo, bench)      # in the order `wanmpi --help` lists them
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `wanmpi ... | head` ends quietly
+    # SIGTERM ends a command as Ctrl-C does: its cleanup runs (a bench puts the
+    # testbed back, relays and namespaces it made are removed)
+    signal.signal(signal.SIGTERM, interrupted)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)        # option types raise CliError for a bad value
+        if not hasattr(args, "handler"):
+            parser.print_help()
+            return EXIT_USAGE
+        return args.handler(args)
+    except USER_ERRORS as e:
+        print(f"wanmpi: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def interrupted(_signum, _frame):
+    raise KeyboardInterrupt
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="wanmpi", description="Run MPI programs fast across clusters "
+                                "joined by a wide-area network, on an emulated testbed or real clusters.")
+    commands = p.add_subparsers(metavar="COMMAND")
+    for subcommand in SUBCOMMANDS:
+        subcommand.register(commands)
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""`wanmpi run`: one MPI program across the clusters (job/launch.py), with
+the TCP counters of its nodes if asked (job/tcpstats.py)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..job import launch, tcpstats
+from .options import CliError, env_setting, mpi_name, ranks, topology_for, topology_option
+
+
+def register(commands) -> None:
+    p = commands.add_parser("run", help="run an MPI program across the clusters",
+                            usage="wanmpi run [options] -n N PROGRAM [ARGS...]")
+    topology_option(p)
+    p.add_argument("--mpi", default="openmpi", type=mpi_name, help="MPI implementation: "
+                   f"{' or '.join(launch.Launcher.registry)} (default: openmpi)")
+    p.add_argument("-n", "--np", dest="ranks", type=ranks(1), required=True, metavar="N", help="number of ranks")
+    p.add_argument("--map", metavar="MAP", help="rank placement: 'block' (default: contiguous ranks "
+                   "per cluster), 'interleave' (round-robin over clusters) or a node per rank: a0,b0,...")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="kill the job after this many seconds (exit status 124)")
+    p.add_argument("--env", "-x", type=env_setting, action="append", default=[], metavar="NAME=VALUE",
+                   help="environment variable for every rank (repeatable)")
+    p.add_argument("--no-wanmpi", dest="wanmpi", action="store_false",
+                   help="run on the MPI library alone, without preloading libwanmpi (for comparison)")
+    p.add_argument("--no-relays", dest="relays", action="store_false",
+                   help="connect the clusters directly even if the topology has relays (public "
+                        "clusters only; for comparison)")
+    p.add_argument("--tcp-stats", action="store_true",
+                   help="after the job, print its TCP retransmission timeouts, retransmitted segments and "
+                        "tail-loss probes, summed over its nodes, to stderr")
+    p.add_argument("--tcp-stats-json", metavar="FILE",
+                   help="write those counters (sums and per node) as JSON to FILE (implies --tcp-stats)")
+    p.add_argument("program", metavar="PROGRAM")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    p.set_defaults(handler=cmd_run)
+
+
+def cmd_run(args) -> int:
+    t = topology_for(args)
+    program = launch.resolve_program(args.program)
+    mpi = launch.launcher(args.mpi)
+    other = launch.built_with(program)
+    if other is not None and other != mpi.name:
+        raise CliError(f"{args.program} is built with {other} but --mpi is {mpi.name}: "
+                       f"build it with {mpi.mpicc} or run it with --mpi {other}")
+    job = launch.Job(t, [program, *args.args], launch.placement(t, args.ranks, args.map), dict(args.env),
+                     wanmpi=args.wanmpi, use_relays=args.relays)
+    if not (args.tcp_stats or args.tcp_stats_json):
+        return launch.run_job(mpi, job, timeout=args.timeout)
+    with tcpstats.measure(t, job.ranks) as measured:
+        status = launch.run_job(mpi, job, timeout=args.timeout)
+    print(f"wanmpi: {tcpstats.report(measured.delta)}", file=sys.stderr)
+    if args.tcp_stats_json:
+        tcpstats.write_json(args.tcp_stats_json, measured.delta)
+    return status

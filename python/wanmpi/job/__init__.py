@@ -1,0 +1,10 @@
+"""One MPI job across the clusters of a topology, on the testbed or on real
+clusters: how it is launched, what it preloads, the relays it goes through,
+and what TCP did and needs on its nodes.
+
+  launch.py     registered launchers (Open MPI, MPICH), Job, placement, run_job
+  libwanmpi.py  the libraries a job preloads (libwanmpi, libwanshim) and their environment
+  relays.py     the relays of a job: wanrelay's configuration, processes, counters
+  tcpstats.py   TCP counters of the job's nodes before and after it
+  doctor.py     a node's TCP settings checked against what the topology asks
+"""

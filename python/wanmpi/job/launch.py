@@ -1,0 +1,413 @@
+"""Launching MPI jobs across the clusters of a topology.
+
+A `Launcher` (one registered class per MPI implementation, after ReFrame's
+launchers) turns a `Job` into the launcher's argument list. The remote-shell
+agent is the only difference between the emulated testbed (paths.NS_EXEC_AGENT
+enters a node's namespace) and real clusters (ssh).
+
+`run_job` runs it: the launcher starts on the node of rank 0, every process of
+the job carries WANMPI_JOB_ID in its environment, and on exit, timeout or
+Ctrl-C every process still carrying it is killed.
+
+Relays: when the topology has relay nodes and the job spans clusters,
+`run_job` starts the job's relays first (relays.py) and preloads libwanshim
+into the launcher and its daemons too (Open MPI's orted, hydra's proxies),
+not only into the ranks: their own connections cross clusters, and a private
+cluster is reachable only through its relays. If a relay dies while the job
+runs, the job is ended with an error naming it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from .. import paths, shell
+from ..testbed import net
+from ..topo import Node, Topology
+from . import libwanmpi, relays
+
+EXIT_TIMEOUT = 124
+EXIT_RELAY_LOST = 125
+EXIT_INTERRUPTED = 130
+RELAY_LOSS_GRACE_S = 10.0      # a job that lost a relay may fail by itself this long, then it is ended
+
+
+class LaunchError(RuntimeError):
+    """The job could not be started as asked; the message says why."""
+
+
+# ---- placement --------------------------------------------------------------
+def placement(topo: Topology, ranks: int, mapping: str | None = None) -> list[Node]:
+    """The node of every rank.
+
+    None / "block": spread in cluster order, rank r on node floor(r*M/N) of the
+      M nodes, so every cluster holds a contiguous block of ranks.
+    "interleave": rank r in cluster r mod C (round-robin over clusters).
+    "a0,b0,a1": one node name per rank, exactly `ranks` names.
+    """
+    nodes = list(topo.nodes)
+    if ranks < 1:
+        raise LaunchError(f"-n must be at least 1, got {ranks}")
+    if mapping in (None, "block"):
+        return [nodes[r * len(nodes) // ranks] for r in range(ranks)]
+    if mapping == "interleave":
+        order = []
+        longest = max(len(c.nodes) for c in topo.clusters)
+        for i in range(longest):
+            order += [c.nodes[i] for c in topo.clusters if i < len(c.nodes)]
+        return [order[r % len(order)] for r in range(ranks)]
+    names = [n.strip() for n in mapping.split(",")]
+    if len(names) != ranks:
+        raise LaunchError(f"--map lists {len(names)} node(s) but -n is {ranks}: give one node per rank, "
+                          "or 'block' or 'interleave'")
+    chosen = []
+    for name in names:
+        try:
+            chosen.append(topo.node(name))
+        except KeyError:
+            known = ", ".join(n.name for n in nodes[:8])
+            raise LaunchError(f"--map: unknown node {name!r} (nodes: {known}{', ...' if len(nodes) > 8 else ''})") from None
+    return chosen
+
+
+# ---- jobs and launchers ------------------------------------------------------
+@dataclass
+class Job:
+    topo: Topology
+    program: list[str]
+    ranks: list[Node]                  # node of each rank
+    env: dict[str, str] = field(default_factory=dict)
+    extra_args: list[str] = field(default_factory=list)   # passed to the launcher as is
+    wanmpi: bool = True                # preload libwanmpi and libwanshim (False: the MPI library alone)
+    use_relays: bool = True            # through the topology's relays, if it has any
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    @property
+    def clusters(self) -> list[str]:
+        """The clusters the job's ranks are in, in topology order."""
+        spanned = {n.cluster for n in self.ranks}
+        return [c.name for c in self.topo.clusters if c.name in spanned]
+
+    @property
+    def relayed(self) -> bool:
+        """Whether connections between clusters go through relays."""
+        return self.use_relays and self.topo.has_relays and self.emulated and len(self.clusters) > 1
+
+    def daemon_environment(self) -> dict[str, str]:
+        """Environment of the launcher and its daemons (inherited by the ranks
+        unless rank_environment sets the same name): with relays, libwanshim
+        relaying but not pacing their connections."""
+        if not self.relayed:
+            return {}
+        return {"LD_PRELOAD": str(libwanmpi.shim_library()),
+                "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(self.topo),
+                "WANMPI_PACING_RATE": "0", **relays.environment(self.topo)}
+
+    @property
+    def emulated(self) -> bool:
+        return self.topo.emulated
+
+    @property
+    def hostfile(self) -> Path:
+        return paths.STATE_DIR / f"hosts-{self.job_id}" if self.emulated \
+            else Path(f"/tmp/wanmpi-hosts-{self.job_id}")
+
+    def rank_environment(self, mpi: str) -> dict[str, str]:
+        """Environment of every rank: libwanmpi's and libwanshim's (unless
+        disabled), then the user's.
+
+        Preload order: libwanmpi, libwanshim, then the user's own preloads. The
+        two define disjoint symbols (MPI_* against connect/accept/close/dup*),
+        so their order between themselves changes nothing; it follows the
+        layers (MPI calls above, socket calls below). What matters is that both
+        come before the user's: a user's socket tracer preloaded after the
+        shim sees the calls the shim makes on the application's behalf, i.e.
+        what goes on the wire (once relaying redirects connects, the relay's
+        address). libwanmpi finds the shim's API with dlsym(RTLD_DEFAULT), which
+        does not depend on the order either."""
+        relaying = relays.environment(self.topo) if self.relayed else {}
+        if not self.wanmpi:
+            return {**self.daemon_environment(), **self.env}
+        env = {**libwanmpi.environment(self.topo), **relaying,
+               "WANMPI_RANK_ADDRESSES": libwanmpi.rank_addresses([n.address for n in self.ranks]), **self.env}
+        preload = [str(libwanmpi.library(mpi)), str(libwanmpi.shim_library())]
+        if self.env.get("LD_PRELOAD"):
+            preload.append(self.env["LD_PRELOAD"])
+        env["LD_PRELOAD"] = ":".join(preload)
+        return env
+
+    def rank_program(self) -> list[str]:
+        # On the testbed ranks run at idle priority so packet processing is never
+        # starved (ARCHITECTURE.md, "Testbed fidelity").
+        return ["chrt", "-i", "0", *self.program] if self.emulated else list(self.program)
+
+    @property
+    def agent(self) -> str:
+        return str(paths.NS_EXEC_AGENT) if self.emulated else paths.REMOTE_SHELL
+
+    @property
+    def interfaces(self) -> str:
+        """What MPI may use for its traffic: every testbed node's NIC is eth0; on
+        real clusters, the clusters' networks (Open MPI warns on a node about the
+        networks it is not part of)."""
+        return "eth0" if self.emulated else ",".join(c.network for c in self.topo.clusters)
+
+
+class Launcher:
+    """How one MPI implementation starts a job. Subclasses register themselves."""
+    name: ClassVar[str]
+    command_path: ClassVar[Path]      # the launcher program (mpirun, mpiexec.hydra)
+    mpicc: ClassVar[Path]             # the compiler wrapper programs must be built with
+    library: ClassVar[str]            # soname of its libmpi, to tell which MPI built a program
+    registry: ClassVar[dict[str, type["Launcher"]]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        Launcher.registry[cls.name] = cls
+
+    def missing(self) -> str | None:
+        """Why this MPI cannot be used here, or None."""
+        if not self.command_path.exists():
+            return f"{self.name}: {self.command_path} not found (run `make setup`)"
+        return None
+
+    def hostfile_text(self, job: Job) -> str:
+        raise NotImplementedError
+
+    def argv(self, job: Job) -> list[str]:
+        raise NotImplementedError
+
+
+class OpenMPI(Launcher):
+    name = "openmpi"
+    # Debian names its alternatives-managed commands mpirun.openmpi, mpicc.openmpi
+    _debian = (paths.OPENMPI_BIN / "mpirun.openmpi").exists()
+    command_path = paths.OPENMPI_BIN / ("mpirun.openmpi" if _debian else "mpirun")
+    mpicc = paths.OPENMPI_BIN / ("mpicc.openmpi" if _debian else "mpicc")
+    library = "libmpi.so.40"
+
+    def hostfile_text(self, job: Job) -> str:
+        return "".join(f"{n.name}\n" for n in job.ranks)        # one line per rank: seq mapper
+
+    def argv(self, job: Job) -> list[str]:
+        mca = {
+            "plm_rsh_agent": job.agent,
+            "plm_rsh_no_tree_spawn": "1",
+            "rmaps": "seq",
+            "pml": "ob1",
+            "btl": "tcp,self",
+            "btl_tcp_if_include": job.interfaces,
+            "oob_tcp_if_include": job.interfaces,
+            "mpi_yield_when_idle": "1",
+        }
+        argv = [str(self.command_path), "--allow-run-as-root", "--bind-to", "none",
+                "--hostfile", str(job.hostfile), "-n", str(len(job.ranks))]
+        for key, value in mca.items():
+            argv += ["--mca", key, value]
+        for key, value in job.rank_environment(self.name).items():
+            argv += ["-x", f"{key}={value}"]
+        return argv + job.extra_args + job.rank_program()
+
+
+class MPICH(Launcher):
+    name = "mpich"
+    command_path = paths.MPICH_BIN / "mpiexec.hydra"
+    mpicc = paths.MPICH_BIN / "mpicc"
+    library = "libmpi.so.12"
+
+    def hostfile_text(self, job: Job) -> str:
+        groups: list[list] = []                  # consecutive ranks on one node: host:count
+        for node in job.ranks:
+            if groups and groups[-1][0] == node.name:
+                groups[-1][1] += 1
+            else:
+                groups.append([node.name, 1])
+        return "".join(f"{name}:{count}\n" for name, count in groups)
+
+    def argv(self, job: Job) -> list[str]:
+        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
+               "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", **job.rank_environment(self.name)}
+        argv = [str(self.command_path), "-launcher", "ssh", "-launcher-exec", job.agent,
+                "-f", str(job.hostfile), "-n", str(len(job.ranks))]
+        if job.emulated:
+            argv += ["-iface", "eth0"]
+        for key, value in env.items():
+            argv += ["-genv", key, value]
+        return argv + job.extra_args + job.rank_program()
+
+
+def launcher(name: str) -> Launcher:
+    try:
+        return Launcher.registry[name]()
+    except KeyError:
+        raise LaunchError(f"unknown MPI {name!r} (known: {', '.join(Launcher.registry)})") from None
+
+
+# ---- checks -----------------------------------------------------------------
+def resolve_program(program: str) -> str:
+    """Absolute path of the program, or LaunchError naming what is wrong."""
+    path = Path(program)
+    if "/" not in program:
+        found = shutil.which(program)
+        if found is None:
+            raise LaunchError(f"program {program!r} not found (not a file here and not on PATH)")
+        path = Path(found)
+    if not path.exists():
+        raise LaunchError(f"program {program!r} not found")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise LaunchError(f"program {program!r} is not an executable file")
+    return str(path.resolve())
+
+
+def built_with(program: str) -> str | None:
+    """Which registered MPI a program is linked against (None if unknown)."""
+    done = shell.run(["readelf", "-d", program], check=False)
+    for l in Launcher.registry.values():
+        if f"[{l.library}]" in done.stdout:
+            return l.name
+    return None
+
+
+# ---- running ----------------------------------------------------------------
+def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=None) -> int:
+    """Run the job to completion; return its exit status. Nothing survives it.
+    stdout: where the job's standard output goes (default: ours). SIGINT or
+    SIGTERM while it runs stops the job (and its relays) and then raises
+    KeyboardInterrupt, so the caller's own cleanup runs too."""
+    problem = launcher.missing()
+    if problem:
+        raise LaunchError(problem)
+    if job.wanmpi:
+        for library in (libwanmpi.library(launcher.name), libwanmpi.shim_library()):
+            if not library.exists():
+                raise LaunchError(f"{library} not found: build it with `make lib`, "
+                                  "or run without it (--no-wanmpi)")
+    private = [c for c in job.clusters if job.topo.cluster(c).private]
+    if private and len(job.clusters) > 1 and not job.relayed:
+        why = "the job runs without them (--no-relays)" if job.topo.has_relays else \
+            "the topology has no relays (set relays = 1 or more in every cluster)"
+        raise LaunchError(f"cluster {private[0]!r} is private: its nodes can be reached from the other "
+                          f"clusters only through relays, and {why}; "
+                          "or map the job inside one cluster or onto public clusters")
+    if job.emulated:
+        state = net.State.load()
+        if state is None:
+            raise LaunchError("the testbed is not up: run `wanmpi testbed up` first")
+        if state.topology_text != job.topo.text:
+            raise LaunchError(f"the testbed that is up was built from {state.topology_source}, "
+                              f"not from {job.topo.source}")
+        problems = net.health(state)
+        if problems:
+            raise LaunchError("the testbed is not healthy: " + "; ".join(problems))
+    if not job.relayed:
+        return _run(launcher, job, timeout, stdout, None)
+    with relays.RelaySet(job.topo, job.job_id) as relay_set:
+        try:
+            relay_set.start()
+        except relays.RelayError as e:
+            raise LaunchError(f"the job's relays did not start: {e}") from None
+        return _run(launcher, job, timeout, stdout, relay_set)
+
+
+def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set) -> int:
+    job.hostfile.write_text(launcher.hostfile_text(job))
+    argv = launcher.argv(job)
+    daemon_env = job.daemon_environment()
+    if daemon_env:            # set inside the node: the namespace tools themselves run without the shim
+        argv = ["env", *(f"{k}={v}" for k, v in daemon_env.items()), *argv]
+    if job.emulated:
+        argv = net.node_command(job.ranks[0], argv)
+    env = {**os.environ, "WANMPI_JOB_ID": job.job_id}
+    proc = subprocess.Popen(argv, env=env, stdout=stdout, start_new_session=True)
+    interrupted: list[int] = []
+    relay_lost_at = None
+
+    def on_signal(signum, _frame):
+        interrupted.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while proc.poll() is None:
+            if interrupted:
+                status = EXIT_INTERRUPTED
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"wanmpi: the job ran longer than {timeout:g} s; killing every rank",
+                      flush=True)
+                status = EXIT_TIMEOUT
+                break
+            if relay_lost_at is None and report_lost_relay(relay_set):
+                relay_lost_at = time.monotonic()
+            if relay_lost_at is not None and time.monotonic() > relay_lost_at + RELAY_LOSS_GRACE_S:
+                print(f"wanmpi: the job did not end {RELAY_LOSS_GRACE_S:g} s after losing a relay; "
+                      "killing every rank", file=sys.stderr, flush=True)
+                status = EXIT_RELAY_LOST
+                break
+            time.sleep(0.05)
+        else:
+            status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+            if relay_lost_at is None:           # the job may have failed first, on its own
+                report_lost_relay(relay_set)
+    finally:
+        stop_job(proc, job.job_id)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        job.hostfile.unlink(missing_ok=True)
+    if interrupted:
+        # the job is gone; the interrupt ends the caller too (a bench, the demo),
+        # whose own cleanup then runs; `wanmpi run` exits with EXIT_INTERRUPTED
+        raise KeyboardInterrupt
+    return status
+
+
+def report_lost_relay(relay_set) -> bool:
+    """Say on stderr that a relay of the job died, if one did; True if so."""
+    if relay_set is None or not relay_set.dead():
+        return False
+    lost = relay_set.dead()[0]
+    print(f"wanmpi: relay {lost.relay.name} exited (status {lost.proc.returncode}) while the job ran; "
+          f"connections through it are lost: {relay_set.tail(lost)}", file=sys.stderr, flush=True)
+    return True
+
+
+def stop_job(proc: subprocess.Popen, job_id: str) -> None:
+    """Kill the launcher's process group and every process that carries the job id."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pass
+    net.kill_pids(job_processes(job_id), grace=2.0)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def job_processes(job_id: str) -> list[int]:
+    marker = f"WANMPI_JOB_ID={job_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids
