@@ -39,7 +39,7 @@ from pathlib import Path
 
 from .. import paths, shell
 from ..job import launch, tcpstats
-from ..testbed import emulator, net
+from ..testbed import congestion, emulator, net
 from ..topo import Topology
 from . import plot
 from .cases import BenchError, Case, Record
@@ -49,7 +49,6 @@ from .runner import Runner, emulator_totals
 
 KERNELS = {"is": ["--iters", "10"], "ft": ["--iters", "3"], "lu": ["--iters", "4"]}
 CONGESTION_CONTROLS = ("cubic", "bbr")
-ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 
 
 @dataclass(frozen=True)
@@ -150,12 +149,21 @@ def results_of(records: list[Record]) -> list[Result]:
     return [cell for cell in cells.values() if cell.per_iter_s]
 
 
+def restore_congestion_control(topo: Topology, current: str | None, allowed_before: list[str]) -> None:
+    """The nodes' congestion control back to the host's default (bbr if it was allowed), if the run changed it."""
+    state = net.State.load()
+    if current is not None and state is not None and state.topology_text == topo.text:
+        try:
+            set_congestion_control(topo, "bbr" if "bbr" in allowed_before else allowed_before[0])
+        except (OSError, BenchError) as e:
+            print(f"wanmpi: could not restore the nodes' congestion control ({e})")
+
+
 def run(topo: Topology, variants: list[str], kernels: list[str], delays: list[float], ccs: list[str],
         reps: int, json_path: str | None, timeout: float, plot_dir: str | None = None) -> int:
     """With the runner on the testbed of `topo` (brought up for the run if it
     is not up); the host's allowed congestion controls and the nodes' own are
     put back at the end."""
-    allowed_before = Path(ALLOWED_CC).read_text().strip()
     current = {"cc": None}
     started_iso, started = now_iso(), time.monotonic()
 
@@ -167,21 +175,11 @@ def run(topo: Topology, variants: list[str], kernels: list[str], delays: list[fl
         return {"per_iter_s": row["per_iter_s"], "seconds": row["seconds"], "iters": row["iters"],
                 "rto": delta.total.rto, "retrans_segs": delta.total.retrans_segs, "drops": drops}
 
-    try:
-        missing = [cc for cc in ccs if cc not in allowed_before.split()]
-        if missing:
-            Path(ALLOWED_CC).write_text(" ".join([*allowed_before.split(), *missing]))
-        records = Runner(topo).run(cases(variants, kernels, delays, ccs, reps), execute)
-    finally:
-        state = net.State.load()
-        if current["cc"] is not None and state is not None and state.topology_text == topo.text:
-            try:
-                set_congestion_control(topo, "bbr" if "bbr" in allowed_before.split()
-                                       else allowed_before.split()[0])
-            except (OSError, BenchError) as e:
-                print(f"wanmpi: could not restore the nodes' congestion control ({e})")
-        if Path(ALLOWED_CC).read_text().strip() != allowed_before:
-            Path(ALLOWED_CC).write_text(allowed_before)
+    with congestion.allowing(ccs) as allowed_before:
+        try:
+            records = Runner(topo).run(cases(variants, kernels, delays, ccs, reps), execute)
+        finally:
+            restore_congestion_control(topo, current["cc"], allowed_before)
     results = results_of(records)
     print_table(results, variants)
     settings = {"variants": variants, "kernels": kernels, "delays": delays, "cc": ccs, "reps": reps,

@@ -40,20 +40,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import paths, units
-from ..testbed import emulator, net
+from ..testbed import congestion, emulator, net
 from ..testbed.probe import HARNESS
-from ..topo import Node, Topology
+from ..topo import RELAY_INSIDE_PORT, RELAY_METRICS_PORT, RELAY_OUTSIDE_PORT, UDP_IP_HEADERS, Node, Topology
 from .cases import BenchError
 from .results import now_iso, result_document, write_json
 from .runner import require_testbed
 
 VARIANTS = ("rbudp", "tcp-cubic", "tcp-bbr")
 DEFAULT_LOSSES = "0,0.001,0.01"
-ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 WANRELAY = paths.WANRELAY
-INSIDE_PORT, OUTSIDE_PORT, UDP_PORT, SINK_PORT = 7400, 7401, 7402, 7410
-METRICS_PORT = 9464
-IP_UDP_OVERHEAD = 28
+UDP_PORT, SINK_PORT = 7402, 7410
 
 
 @dataclass
@@ -94,12 +91,12 @@ class RelayPair:
                                                       (self.b, b, self.a, a, "accept")):
             text = (f'name = "bench-{me.name}"\ncluster = "{cluster.name}"\nkey_file = "{key}"\n'
                     f'log_level = "warn"\n\n'
-                    f'[inside]\nlisten = ["{me.address}:{INSIDE_PORT}"]\nmembers = ["{cluster.network}"]\n\n'
-                    f'[outside]\nlisten = ["{me.address}:{OUTSIDE_PORT}"]\n'
+                    f'[inside]\nlisten = ["{me.address}:{RELAY_INSIDE_PORT}"]\nmembers = ["{cluster.network}"]\n\n'
+                    f'[outside]\nlisten = ["{me.address}:{RELAY_OUTSIDE_PORT}"]\n'
                     f'udp_listen = "{me.address}:{UDP_PORT}"\n\n'
-                    f'[metrics]\nlisten = "{me.address}:{METRICS_PORT}"\n\n'
+                    f'[metrics]\nlisten = "{me.address}:{RELAY_METRICS_PORT}"\n\n'
                     f'[[peer]]\nname = "bench-{peer.name}"\ncluster = "{peer_cluster.name}"\n'
-                    f'addresses = ["{peer.address}:{OUTSIDE_PORT}"]\nreachable = ["{peer_cluster.network}"]\n'
+                    f'addresses = ["{peer.address}:{RELAY_OUTSIDE_PORT}"]\nreachable = ["{peer_cluster.network}"]\n'
                     f'dial = "{dial}"\ntransport = "rbudp"\nrate = "{rate_bps}bit"\npayload = {payload}\n')
             path = workdir / f"{me.name}.toml"
             path.write_text(text)
@@ -125,7 +122,7 @@ class RelayPair:
                           for n in (self.a, self.b) if (self.workdir / f"{n.name}.log").exists())
 
     def metrics(self, node: Node) -> str:
-        done = subprocess.run(net.in_netns(node.netns, transfer_cmd("scrape", "--url", f"http://{node.address}:{METRICS_PORT}/metrics")),
+        done = subprocess.run(net.in_netns(node.netns, transfer_cmd("scrape", "--url", f"http://{node.address}:{RELAY_METRICS_PORT}/metrics")),
                               capture_output=True, text=True, timeout=20)
         return done.stdout if done.returncode == 0 else ""
 
@@ -174,7 +171,7 @@ def one_transfer(src: Node, dst: Node, size: int, max_seconds: float, *, cc: str
         args = ["source", "--to", f"{dst.address}:{SINK_PORT}", "--size", str(size),
                 "--max-seconds", str(max_seconds)]
         if relay:
-            args += ["--via", f"{src.address}:{INSIDE_PORT}", "--source-ip", src.address]
+            args += ["--via", f"{src.address}:{RELAY_INSIDE_PORT}", "--source-ip", src.address]
         elif cc:
             args += ["--cc", cc]
         done = subprocess.run(net.in_netns(src.netns, transfer_cmd(*args)), capture_output=True, text=True,
@@ -206,50 +203,44 @@ def run(topo: Topology, size: int, losses: list[float], delay_ms: float, rate_bp
     link = topo.links[0].name
     path_bps = min(topo.links[0].rate_bps, a.nic_bps, b.nic_bps)
     rate = rate_bps or int(path_bps * 0.97)
-    if payload + IP_UDP_OVERHEAD > topo.mtu:
+    if payload + UDP_IP_HEADERS > topo.mtu:
         raise BenchError(f"--payload {payload}: above the MTU ({topo.mtu}) less 28 bytes of IP and UDP headers")
     saved = emulator.settings()
-    allowed_before = Path(ALLOWED_CC).read_text().strip()
     workdir = Path(tempfile.mkdtemp(prefix="wanmpi-bench-rbudp-"))
     relays = None
     results: list[Result] = []
     started, started_iso = time.monotonic(), now_iso()
-    try:
-        ccs = [v.removeprefix("tcp-") for v in variants if v.startswith("tcp-")]
-        missing = [cc for cc in ccs if cc not in allowed_before.split()]
-        if missing:
-            Path(ALLOWED_CC).write_text(" ".join([*allowed_before.split(), *missing]))
-        if "rbudp" in variants:
-            relays = RelayPair(topo, workdir, rate, payload)
-            relays.start()
-        src, dst = a.nodes[0], b.nodes[0]
-        for loss in losses:
-            set_link(link, delay_ms, loss)
-            for v in variants:
-                print(f"[{time.monotonic() - started:6.0f} s] loss {loss:g}, {v}: {units.format_size(size)} "
-                      f"{src.name} -> {dst.name}", flush=True)
-                d0 = link_drops(link)
-                g0 = relays.datagrams() if v == "rbudp" else None
-                n, secs, partial = one_transfer(src, dst, size, max_seconds,
-                                                cc=v.removeprefix("tcp-") if v != "rbudp" else None,
-                                                relay=relays if v == "rbudp" else None)
-                r = Result(loss, v, n, secs, partial, link_drops(link) - d0)
-                if g0 is not None:
-                    g1 = relays.datagrams()
-                    r.datagrams_sent, r.datagrams_resent = g1[0] - g0[0], g1[1] - g0[1]
-                results.append(r)
-                print(f"           {r.goodput_bps / 1e6:8.1f} Mbit/s in {secs:.1f} s"
-                      f"{' (cut at --max-seconds)' if partial else ''}", flush=True)
-    finally:
-        if relays:
-            relays.stop()
+    with congestion.allowing([v.removeprefix("tcp-") for v in variants if v.startswith("tcp-")]):
         try:
-            emulator.apply(saved)
-        except emulator.EmulatorError as e:
-            print(f"wanmpi: could not restore the link settings ({e}); check `wanmpi link show`")
-        if Path(ALLOWED_CC).read_text().strip() != allowed_before:
-            Path(ALLOWED_CC).write_text(allowed_before)
-        shutil.rmtree(workdir, ignore_errors=True)
+            if "rbudp" in variants:
+                relays = RelayPair(topo, workdir, rate, payload)
+                relays.start()
+            src, dst = a.nodes[0], b.nodes[0]
+            for loss in losses:
+                set_link(link, delay_ms, loss)
+                for v in variants:
+                    print(f"[{time.monotonic() - started:6.0f} s] loss {loss:g}, {v}: {units.format_size(size)} "
+                          f"{src.name} -> {dst.name}", flush=True)
+                    d0 = link_drops(link)
+                    g0 = relays.datagrams() if v == "rbudp" else None
+                    n, secs, partial = one_transfer(src, dst, size, max_seconds,
+                                                    cc=v.removeprefix("tcp-") if v != "rbudp" else None,
+                                                    relay=relays if v == "rbudp" else None)
+                    r = Result(loss, v, n, secs, partial, link_drops(link) - d0)
+                    if g0 is not None:
+                        g1 = relays.datagrams()
+                        r.datagrams_sent, r.datagrams_resent = g1[0] - g0[0], g1[1] - g0[1]
+                    results.append(r)
+                    print(f"           {r.goodput_bps / 1e6:8.1f} Mbit/s in {secs:.1f} s"
+                          f"{' (cut at --max-seconds)' if partial else ''}", flush=True)
+        finally:
+            if relays:
+                relays.stop()
+            try:
+                emulator.apply(saved)
+            except emulator.EmulatorError as e:
+                print(f"wanmpi: could not restore the link settings ({e}); check `wanmpi link show`")
+            shutil.rmtree(workdir, ignore_errors=True)
     print_table(results, variants, path_bps, rate, delay_ms, size)
     if json_path:
         settings = {"size": size, "losses": losses, "delay_ms": delay_ms, "variants": variants,

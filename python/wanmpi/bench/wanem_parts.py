@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 
 from .. import shell, units
 from ..testbed import emulator, net, probe
-from ..topo import Cluster, Topology, WanLink
+from ..topo import UDP_IP_HEADERS, Cluster, Topology, WanLink
 from .runner import BEHIND_LATE_1MS, BEHIND_LATE_200US
 
-IP_UDP_HEADERS = 28
 FAST_RATE_BPS = 1_000_000_000        # the second TCP rate
 CAPACITY_RATE_BPS = 1_000_000_000_000   # lifts the rate limit: only wanem's speed counts
 CAPACITY_QUEUE_BYTES = 1 << 30
@@ -410,7 +409,7 @@ class Bench:
             emulator=share)
 
     def capacity_at(self, mtu: int) -> Capacity:
-        payload = mtu - IP_UDP_HEADERS
+        payload = mtu - UDP_IP_HEADERS
         pps = max(1000.0, round(CAPACITY_START_BPS / (8 * mtu), -3))
         steps: list[CapacityStep] = []
         good = bad = None

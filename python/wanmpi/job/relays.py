@@ -30,9 +30,8 @@ from pathlib import Path
 
 from .. import paths
 from ..testbed import emulator, net
-from ..topo import Relay, Topology
+from ..topo import RELAY_METRICS_PORT, Relay, Topology
 
-METRICS_PORT = 9464
 LAST_LOGS = paths.STATE_DIR / "relay-logs"       # the last job's relays: <name>.log, <name>.metrics
 START_TIMEOUT_S = 15.0          # every trunk authenticated within this
 PACING_SHARE = 0.95             # "auto" pacing: this share of the bottleneck
@@ -138,7 +137,7 @@ def config(topo: Topology, relay: Relay, key_file: Path) -> dict:
                    "bind": relay.inside},
         "outside": {"listen": [relay.outside_endpoint], "bind": relay.outside,
                     **({"udp_listen": relay.outside_endpoint} if rbudp else {})},
-        "metrics": {"listen": f"127.0.0.1:{METRICS_PORT}"},
+        "metrics": {"listen": f"127.0.0.1:{RELAY_METRICS_PORT}"},
         "peer": peers,
     }
 
@@ -259,7 +258,7 @@ class RelaySet:
 def metrics(relay: Relay) -> str:
     """The relay's Prometheus text, fetched inside its namespace ('' if it does not answer)."""
     fetch = ("import urllib.request,sys\n"
-             f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{METRICS_PORT}/metrics', "
+             f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{RELAY_METRICS_PORT}/metrics', "
              "timeout=2).read().decode())")
     done = subprocess.run(net.in_netns(relay.netns, ["python3", "-c", fetch]), capture_output=True,
                           text=True, timeout=10)

@@ -10,10 +10,10 @@ a job (wanmpi.job) runs on one.
 This package hands on their public names, so `topo.load` and `topo.Topology`
 are all a caller needs.
 """
-from .model import (ALLTOALLS, COLLECTIVES, NETNS_PREFIX, RELAY_INSIDE_PORT, RELAY_OUTSIDE_PORT, Cluster, Collectives,
-                    Node, Pacing, Relay, RelaySettings, Topology, TopologyError, WanLink)
+from .model import (ALLTOALLS, COLLECTIVES, NETNS_PREFIX, RELAY_INSIDE_PORT, RELAY_METRICS_PORT, RELAY_OUTSIDE_PORT,
+                    UDP_IP_HEADERS, Cluster, Collectives, Node, Pacing, Relay, RelaySettings, Topology, TopologyError, WanLink)
 from .reader import CLUSTER_DEFAULTS, WAN_DEFAULTS, load, loads
 
-__all__ = ["ALLTOALLS", "CLUSTER_DEFAULTS", "COLLECTIVES", "NETNS_PREFIX", "RELAY_INSIDE_PORT", "RELAY_OUTSIDE_PORT",
-           "WAN_DEFAULTS", "Cluster", "Collectives", "Node", "Pacing", "Relay", "RelaySettings", "Topology",
+__all__ = ["ALLTOALLS", "CLUSTER_DEFAULTS", "COLLECTIVES", "NETNS_PREFIX", "RELAY_INSIDE_PORT", "RELAY_METRICS_PORT",
+           "RELAY_OUTSIDE_PORT", "UDP_IP_HEADERS", "WAN_DEFAULTS", "Cluster", "Collectives", "Node", "Pacing", "Relay", "RelaySettings", "Topology",
            "TopologyError", "WanLink", "load", "loads"]

@@ -19,6 +19,8 @@ COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_bloc
 ALLTOALLS = ("alltoall", "alltoallv")              # rate-managed (lib/src/coll/alltoall.c)
 RELAY_INSIDE_PORT = 7400            # where a relay takes its cluster's connections
 RELAY_OUTSIDE_PORT = 7401           # where it takes its peer relays' trunks
+RELAY_METRICS_PORT = 9464           # its Prometheus counters (docs/wanrelay.md)
+UDP_IP_HEADERS = 28                 # IPv4 + UDP: the largest datagram payload is MTU - 28
 
 
 class TopologyError(ValueError):

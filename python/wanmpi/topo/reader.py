@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import units
 from ..paths import DEFAULT_TOPOLOGY
-from .model import (ALLTOALLS, COLLECTIVES, Cluster, Collectives, Node, Pacing, Relay, RelaySettings, Topology,
+from .model import (ALLTOALLS, COLLECTIVES, UDP_IP_HEADERS, Cluster, Collectives, Node, Pacing, Relay, RelaySettings, Topology,
                     TopologyError, WanLink)
 
 MAX_NODES_PER_CLUSTER = 200
@@ -39,7 +39,6 @@ PACING_KEYS = {"mode", "rate", "senders", "alltoall", "divisor"}
 RELAY_KEYS = {"connections", "pacing", "transport", "rbudp_rate", "rbudp_payload", "rbudp_streams"}
 RELAY_TRANSPORTS = ("tcp", "rbudp")
 RBUDP_STREAMS = ("all", "requested")
-UDP_IP_HEADERS = 28                 # IPv4 + UDP: the largest payload is MTU - 28
 TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing", "relay"}
 
 
