@@ -68,9 +68,10 @@ build/lib/libwanmpi-mpich.so: $(LIB_SOURCES) $(LIB_HEADERS) | venv
 
 # libwanshim (lib/src/shim): the LD_PRELOAD socket shim that paces WAN sockets;
 # no MPI, one build for both; preloaded by `wanmpi run` after libwanmpi
-SHIM_SOURCES := $(wildcard lib/src/shim/*.c) lib/src/common/network.c
+SHIM_COMMON := network cluster_map log_line
+SHIM_SOURCES := $(wildcard lib/src/shim/*.c) $(SHIM_COMMON:%=lib/src/common/%.c)
 SHIM_HEADERS := lib/include/wanshim.h $(wildcard lib/src/shim/*.h) lib/src/common/settings.h \
-	lib/src/common/network.h
+	$(SHIM_COMMON:%=lib/src/common/%.h)
 build/lib/libwanshim.so: $(SHIM_SOURCES) $(SHIM_HEADERS) | apt
 	@mkdir -p $(@D); $(CC) $(CFLAGS) -g -fPIC -shared -fvisibility=hidden -Ilib/include -o $@ \
 		$(SHIM_SOURCES) -ldl -lpthread -lm

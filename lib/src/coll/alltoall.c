@@ -116,77 +116,45 @@ static void my_volumes(const struct wm_comm *wc, const int *counts, int ssize, d
     }
 }
 
-/* Paces this rank's sockets to every other cluster for one call. `counts`:
- * elements to each rank (alltoallv), or NULL with `count` for all. */
-static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int count, int ssize,
-                int collective_counts)
+/* What the whole cluster sends to each cluster (cluster_vol) and how many of
+ * its ranks send there (senders), from this rank's `vol`: summed over the
+ * cluster for alltoallv (`collective_counts`), the same on every rank else. */
+static int cluster_volumes(const struct wm_comm *wc, const double *vol, double *cluster_vol,
+                           double *senders, int collective_counts)
 {
-    const struct wm_settings *st = wm_settings();
-    pc->set = pc->local_set = 0;
-    pc->hosts = NULL;
-    pc->nhosts = 0;
-    pc->wc = wc;
-    uint64_t b = wm_rate_maxrate();
-    /* Only settings shared by every rank decide here: the alltoallv volumes
-     * are summed collectively over the cluster, so a rank-local reason (no
-     * shim on this rank) must not skip that; it only skips setting rates. */
-    if (st->alltoall_rate == WM_RATE_OFF || !b)
-        return MPI_SUCCESS;
     int nc = wc->nclusters;
-    double *vol = calloc((size_t)nc * 3, sizeof *vol);
-    int *peers = calloc((size_t)nc * 2, sizeof *peers);
-    int *uniform = NULL;
-    if (!vol || !peers) {
-        free(vol);
-        free(peers);
-        return MPI_ERR_NO_MEM;
-    }
-    if (!counts) {
-        uniform = malloc((size_t)wc->size * sizeof *uniform);
-        if (!uniform) {
-            free(vol);
-            free(peers);
-            return MPI_ERR_NO_MEM;
-        }
-        for (int p = 0; p < wc->size; p++)
-            uniform[p] = count;
-        counts = uniform;
-    }
-    my_volumes(wc, counts, ssize, vol, peers);
-    double *cluster_vol = vol + nc, *senders = vol + 2 * nc;
-    int rc = MPI_SUCCESS;
-    if (collective_counts) {
-        /* alltoallv: the cluster's volumes and senders, from its own ranks */
-        double *mine = calloc((size_t)nc * 2, sizeof *mine), *sums = calloc((size_t)nc * 2, sizeof *sums);
-        if (!mine || !sums)
-            rc = MPI_ERR_NO_MEM;
-        else {
-            for (int c = 0; c < nc; c++) {
-                mine[c] = vol[c];
-                mine[nc + c] = vol[c] > 0;
-            }
-            rc = PMPI_Allreduce(mine, sums, 2 * nc, MPI_DOUBLE, MPI_SUM, wc->local);
-            for (int c = 0; c < nc && rc == MPI_SUCCESS; c++) {
-                cluster_vol[c] = sums[c];
-                senders[c] = sums[nc + c];
-            }
-        }
-        free(mine);
-        free(sums);
-    } else {
+    if (!collective_counts) {
         for (int c = 0; c < nc; c++) {
             cluster_vol[c] = vol[c] * wc->cluster_size[wc->my_cluster];
             senders[c] = vol[c] > 0 ? wc->cluster_size[wc->my_cluster] : 0;
         }
+        return MPI_SUCCESS;
     }
-    /* blocks of WANMPI_SMALL bytes or less are a few packets: pacing them
-     * would only delay them */
-    double largest = 0;
-    for (int c = 0; c < nc; c++)
-        if (c != wc->my_cluster && peers[c] > 0 && vol[c] / peers[c] > largest)
-            largest = vol[c] / peers[c];
-    int available = wm_rate_available() && largest > (double)st->small;
-    for (int c = 0; c < nc && rc == MPI_SUCCESS && available; c++) {
+    double *mine = calloc((size_t)nc * 2, sizeof *mine), *sums = calloc((size_t)nc * 2, sizeof *sums);
+    int rc = MPI_ERR_NO_MEM;
+    if (mine && sums) {
+        for (int c = 0; c < nc; c++) {
+            mine[c] = vol[c];
+            mine[nc + c] = vol[c] > 0;
+        }
+        rc = PMPI_Allreduce(mine, sums, 2 * nc, MPI_DOUBLE, MPI_SUM, wc->local);
+        for (int c = 0; c < nc && rc == MPI_SUCCESS; c++) {
+            cluster_vol[c] = sums[c];
+            senders[c] = sums[nc + c];
+        }
+    }
+    free(mine);
+    free(sums);
+    return rc;
+}
+
+/* The rate of this rank's sockets to each other cluster: MATB's equal share,
+ * or (auto) its share of B by volume, within a receiver NIC's share. */
+static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, uint64_t b, const double *vol,
+                          const int *peers, const double *cluster_vol, const double *senders)
+{
+    const struct wm_settings *st = wm_settings();
+    for (int c = 0; c < wc->nclusters; c++) {
         if (c == wc->my_cluster || peers[c] == 0 || cluster_vol[c] <= 0)
             continue;
         double rho;
@@ -208,30 +176,91 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
                  wm_cluster_name(wc->cluster_global[c]), (unsigned long long)r,
                  wm_rate_mode_name(st->alltoall_rate));
     }
-    if (rc == MPI_SUCCESS && available && st->alltoall_rate == WM_RATE_AUTO) {
-        /* the receiver cap of the per-cluster rate, per byte of a block */
-        double sent = 0;
-        int blocks = 0;
-        for (int c = 0; c < nc; c++)
-            if (c != wc->my_cluster) {
-                sent += vol[c];
-                blocks += peers[c];
-            }
-        double nic = st->nic_rate / 8;
-        double cap = nic > 0 && wc->size > 1 && sent > 0 ? nic / (wc->size - 1) / (sent / blocks) : 0;
-        pace_hosts(pc, wc, counts, ssize, cluster_vol, 0.95 * (double)b / st->matb_divisor, cap);
-    }
+}
+
+/* auto: each destination host's rate, by its share of the cluster's volume,
+ * capped by the receiver NIC's share per byte of a block. */
+static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, uint64_t b, const int *counts,
+                         int ssize, const double *vol, const int *peers, const double *cluster_vol)
+{
+    const struct wm_settings *st = wm_settings();
+    double sent = 0;
+    int blocks = 0;
+    for (int c = 0; c < wc->nclusters; c++)
+        if (c != wc->my_cluster) {
+            sent += vol[c];
+            blocks += peers[c];
+        }
+    double nic = st->nic_rate / 8;
+    double cap = nic > 0 && wc->size > 1 && sent > 0 ? nic / (wc->size - 1) / (sent / blocks) : 0;
+    pace_hosts(pc, wc, counts, ssize, cluster_vol, 0.95 * (double)b / st->matb_divisor, cap);
+}
+
+/* auto: the sockets inside the cluster share what of the NIC the other
+ * clusters' traffic leaves (at least a tenth). */
+static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc, uint64_t b)
+{
+    const struct wm_settings *st = wm_settings();
     int n_mine = wc->cluster_size[wc->my_cluster];
-    if (rc == MPI_SUCCESS && available && st->alltoall_rate == WM_RATE_AUTO && n_mine > 1 && st->nic_rate > 0) {
-        double nic = st->nic_rate / 8, remote_in = (double)b * (nc - 1) / n_mine;
-        double left = 0.9 * nic - remote_in;
-        if (left < 0.1 * nic)
-            left = 0.1 * nic;
-        uint64_t lambda = (uint64_t)(left / (n_mine - 1));
-        pc->local_before = wm_rate_local();
-        if (wm_rate_set_local(lambda) == 0)
-            pc->local_set = 1;
-        wm_debug(1, "alltoall: pace sockets inside the cluster at %llu B/s", (unsigned long long)lambda);
+    if (n_mine <= 1 || st->nic_rate <= 0)
+        return;
+    double nic = st->nic_rate / 8, remote_in = (double)b * (wc->nclusters - 1) / n_mine;
+    double left = 0.9 * nic - remote_in;
+    if (left < 0.1 * nic)
+        left = 0.1 * nic;
+    uint64_t lambda = (uint64_t)(left / (n_mine - 1));
+    pc->local_before = wm_rate_local();
+    if (wm_rate_set_local(lambda) == 0)
+        pc->local_set = 1;
+    wm_debug(1, "alltoall: pace sockets inside the cluster at %llu B/s", (unsigned long long)lambda);
+}
+
+/* Paces this rank's sockets to every other cluster for one call. `counts`:
+ * elements to each rank (alltoallv), or NULL with `count` for all. */
+static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int count, int ssize,
+                int collective_counts)
+{
+    const struct wm_settings *st = wm_settings();
+    pc->set = pc->local_set = 0;
+    pc->hosts = NULL;
+    pc->nhosts = 0;
+    pc->wc = wc;
+    uint64_t b = wm_rate_maxrate();
+    /* Only settings shared by every rank decide here: the alltoallv volumes
+     * are summed collectively over the cluster, so a rank-local reason (no
+     * shim on this rank) must not skip that; it only skips setting rates. */
+    if (st->alltoall_rate == WM_RATE_OFF || !b)
+        return MPI_SUCCESS;
+    int nc = wc->nclusters;
+    double *vol = calloc((size_t)nc * 3, sizeof *vol);
+    int *peers = calloc((size_t)nc * 2, sizeof *peers);
+    int *uniform = counts ? NULL : malloc((size_t)wc->size * sizeof *uniform);
+    if (!vol || !peers || (!counts && !uniform)) {
+        free(vol);
+        free(peers);
+        free(uniform);
+        return MPI_ERR_NO_MEM;
+    }
+    if (!counts) {
+        for (int p = 0; p < wc->size; p++)
+            uniform[p] = count;
+        counts = uniform;
+    }
+    my_volumes(wc, counts, ssize, vol, peers);
+    double *cluster_vol = vol + nc, *senders = vol + 2 * nc;
+    int rc = cluster_volumes(wc, vol, cluster_vol, senders, collective_counts);
+    /* blocks of WANMPI_SMALL bytes or less are a few packets: pacing them
+     * would only delay them */
+    double largest = 0;
+    for (int c = 0; c < nc; c++)
+        if (c != wc->my_cluster && peers[c] > 0 && vol[c] / peers[c] > largest)
+            largest = vol[c] / peers[c];
+    if (rc == MPI_SUCCESS && wm_rate_available() && largest > (double)st->small) {
+        pace_clusters(pc, wc, b, vol, peers, cluster_vol, senders);
+        if (st->alltoall_rate == WM_RATE_AUTO) {
+            pace_by_host(pc, wc, b, counts, ssize, vol, peers, cluster_vol);
+            pace_local(pc, wc, b);
+        }
     }
     free(vol);
     free(peers);

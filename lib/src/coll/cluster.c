@@ -1,11 +1,9 @@
 #include "cluster.h"
-#include "../common/network.h"
+#include "../common/cluster_map.h"
 #include "../common/log.h"
 #include "../common/settings.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -23,13 +21,9 @@ static uint32_t my_address;         /* network order: the address that matched t
 
 static void set_name(const char *source, const char *name, size_t len)
 {
-    if (len == 0 || len >= WM_CLUSTER_NAME_MAX)
-        wm_fatal("%s: cluster name '%.*s' must have 1 to %d characters", source, (int)len, name,
-                 WM_CLUSTER_NAME_MAX - 1);
-    for (size_t i = 0; i < len; i++)
-        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-' && name[i] != '.')
-            wm_fatal("%s: cluster name '%.*s' may contain only letters, digits, '_', '-' and '.'",
-                     source, (int)len, name);
+    if (!wm_cluster_name_valid(name, len))
+        wm_fatal("%s: cluster name '%.*s' must have 1 to %d letters, digits, '_', '-' or '.'",
+                 source, (int)len, name, WM_CLUSTER_NAME_MAX - 1);
     memcpy(my_name, name, len);
     my_name[len] = 0;
 }
@@ -74,76 +68,21 @@ static void name_from_rank_list(const char *spec, int rank)
              spec, rank);
 }
 
-struct cidr { uint32_t net, mask; };
-
-static struct cidr parse_cidr(const char *spec, const char *s, size_t len)
-{
-    struct wm_network n;
-    int problem = wm_network_parse(s, len, &n);
-    if (problem)
-        wm_fatal("%s=%s: '%.*s' %s", WM_ENV_CLUSTER_MAP, spec, (int)len, s, wm_network_problem(problem));
-    return (struct cidr){ n.net, n.mask };
-}
-
-/* "a=198.18.0.0/24;b=198.18.1.0/24,10.1.0.0/16" -> the cluster whose networks
- * contain an address of this host. */
+/* WANMPI_CLUSTER_MAP -> the cluster whose networks contain an address of this
+ * host (lib/src/common/cluster_map.c, libwanshim's map too). */
 static void name_from_address_map(const char *spec)
 {
-    struct ifaddrs *ifs;
-    if (getifaddrs(&ifs) != 0)
-        wm_fatal("%s is set but getifaddrs() failed: cannot tell this host's cluster",
-                 WM_ENV_CLUSTER_MAP);
-    const char *found = NULL;
-    size_t found_len = 0;
-    char found_addr[INET_ADDRSTRLEN] = "";
-    const char *p = spec;
-    while (*p) {
-        const char *eq = strchr(p, '=');
-        const char *end = strchr(p, ';');
-        if (!end)
-            end = p + strlen(p);
-        if (!eq || eq > end)
-            wm_fatal("%s=%s: expected NAME=NETWORK[,NETWORK][;NAME=...]", WM_ENV_CLUSTER_MAP, spec);
-        const char *n = eq + 1;
-        while (n < end) {
-            const char *comma = memchr(n, ',', (size_t)(end - n));
-            const char *stop = comma ? comma : end;
-            struct cidr c = parse_cidr(spec, n, (size_t)(stop - n));
-            for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-                if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-                    continue;
-                uint32_t addr = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
-                if ((addr & c.mask) != c.net)
-                    continue;
-                if (found && ((size_t)(eq - p) != found_len || memcmp(found, p, found_len)))
-                    wm_fatal("%s=%s: this host has addresses in two clusters ('%.*s' and '%.*s')",
-                             WM_ENV_CLUSTER_MAP, spec, (int)found_len, found, (int)(eq - p), p);
-                found = p;
-                found_len = (size_t)(eq - p);
-                my_address = addr;
-                inet_ntop(AF_INET, &addr, found_addr, sizeof found_addr);
-            }
-            n = stop < end ? stop + 1 : end;
-        }
-        p = *end ? end + 1 : end;
-    }
-    if (!found) {
-        char list[512] = "";
-        size_t used = 0;
-        for (struct ifaddrs *i = ifs; i && used + INET_ADDRSTRLEN + 2 < sizeof list; i = i->ifa_next) {
-            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-                continue;
-            char a[INET_ADDRSTRLEN];
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof a);
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", a);
-        }
-        freeifaddrs(ifs);
-        wm_fatal("%s=%s: none of this host's addresses (%s) is in a cluster's network",
-                 WM_ENV_CLUSTER_MAP, spec, list);
-    }
-    set_name(WM_ENV_CLUSTER_MAP, found, found_len);
-    freeifaddrs(ifs);
-    wm_debug(1, "cluster '%s' (address %s)", my_name, found_addr);
+    struct wm_cluster_map map;
+    char problem[640];
+    int c;
+    if (wm_cluster_map_parse(spec, &map, problem, sizeof problem) != 0
+        || wm_cluster_map_host(&map, &c, &my_address, problem, sizeof problem) != 0)
+        wm_fatal("%s=%s: %s", WM_ENV_CLUSTER_MAP, spec, problem);
+    set_name(WM_ENV_CLUSTER_MAP, map.names[c], strlen(map.names[c]));
+    wm_cluster_map_free(&map);
+    char address[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &my_address, address, sizeof address);
+    wm_debug(1, "cluster '%s' (address %s)", my_name, address);
 }
 
 static const char *process_cluster(void)
@@ -261,6 +200,91 @@ static void *checked_calloc(size_t n, size_t size)
     return p;
 }
 
+/* Each rank's cluster name (into `names`, [size]) and address, in one exchange. */
+static int exchange_identities(MPI_Comm comm, struct wm_comm *wc, char (*names)[WM_CLUSTER_NAME_MAX])
+{
+    struct identity { char name[WM_CLUSTER_NAME_MAX]; uint32_t address; };
+    struct identity *who = checked_calloc((size_t)wc->size, sizeof *who), mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.name, sizeof mine.name, "%s", process_cluster());
+    mine.address = my_address;
+    int rc = PMPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, who, (int)sizeof mine, MPI_BYTE, comm);
+    if (rc == MPI_SUCCESS) {
+        wc->address_of = checked_calloc((size_t)wc->size, sizeof(uint32_t));
+        for (int r = 0; r < wc->size; r++) {
+            memcpy(names[r], who[r].name, WM_CLUSTER_NAME_MAX);
+            names[r][WM_CLUSTER_NAME_MAX - 1] = 0;
+            wc->address_of[r] = who[r].address;
+        }
+    }
+    free(who);
+    return rc;
+}
+
+/* Numbers the clusters in order of their lowest rank: cluster_of, index_of,
+ * cluster_size; `first` ([size]) gets each cluster's lowest rank. */
+static void number_clusters(struct wm_comm *wc, char (*names)[WM_CLUSTER_NAME_MAX], int *first)
+{
+    wc->cluster_of = checked_calloc((size_t)wc->size, sizeof(int));
+    wc->index_of = checked_calloc((size_t)wc->size, sizeof(int));
+    wc->cluster_size = checked_calloc((size_t)wc->size, sizeof(int));
+    wc->nclusters = 0;
+    for (int r = 0; r < wc->size; r++) {
+        int c = 0;
+        while (c < wc->nclusters && strcmp(names[first[c]], names[r]))
+            c++;
+        if (c == wc->nclusters)
+            first[wc->nclusters++] = r;
+        wc->cluster_of[r] = c;
+        wc->index_of[r] = wc->cluster_size[c]++;
+    }
+}
+
+/* members[c][i]: the ranks of each cluster; cluster_global: their job-wide index. */
+static void list_members(struct wm_comm *wc, char (*names)[WM_CLUSTER_NAME_MAX], const int *first)
+{
+    wc->members = checked_calloc((size_t)wc->nclusters, sizeof(int *));
+    wc->members[0] = checked_calloc((size_t)wc->size, sizeof(int));
+    for (int c = 1; c < wc->nclusters; c++)
+        wc->members[c] = wc->members[c - 1] + wc->cluster_size[c - 1];
+    for (int r = 0; r < wc->size; r++)
+        wc->members[wc->cluster_of[r]][wc->index_of[r]] = r;
+    wc->cluster_global = checked_calloc((size_t)wc->nclusters, sizeof(int));
+    pthread_mutex_lock(&lock);
+    for (int c = 0; c < wc->nclusters; c++)
+        wc->cluster_global[c] = global_index(names[first[c]]);
+    pthread_mutex_unlock(&lock);
+}
+
+/* The shadow communicator, the cluster's and the leaders'. */
+static int split_communicators(MPI_Comm comm, struct wm_comm *wc)
+{
+    int rc;
+    if ((rc = PMPI_Comm_dup(comm, &wc->shadow)) != MPI_SUCCESS)
+        return rc;
+    if ((rc = PMPI_Comm_split(wc->shadow, wc->my_cluster, wc->rank, &wc->local)) != MPI_SUCCESS)
+        return rc;
+    rc = PMPI_Comm_split(wc->shadow, wc->my_index == 0 ? 0 : MPI_UNDEFINED, wc->my_cluster,
+                         &wc->leaders);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int *ub, flag;
+    PMPI_Comm_get_attr(wc->shadow, MPI_TAG_UB, &ub, &flag);
+    wc->tag_ub = flag ? *ub : 32767;
+    return MPI_SUCCESS;
+}
+
+static void debug_layout(const struct wm_comm *wc)
+{
+    char text[256];
+    size_t used = 0;
+    for (int c = 0; c < wc->nclusters && used < sizeof text - 32; c++)
+        used += (size_t)snprintf(text + used, sizeof text - used, " %s:%d",
+                                 wm_cluster_name(wc->cluster_global[c]), wc->cluster_size[c]);
+    wm_debug(1, "communicator of %d ranks spans %d clusters:%s; lanes %d", wc->size, wc->nclusters,
+             text, wc->lanes);
+}
+
 static int build(MPI_Comm comm, struct wm_comm *wc)
 {
     int rc, inter;
@@ -274,81 +298,28 @@ static int build(MPI_Comm comm, struct wm_comm *wc)
         wc->flat = 1;
         return MPI_SUCCESS;
     }
-    /* each rank's cluster name and address, in one exchange */
-    struct identity { char name[WM_CLUSTER_NAME_MAX]; uint32_t address; };
-    struct identity *who = checked_calloc((size_t)wc->size, sizeof *who), mine;
-    memset(&mine, 0, sizeof mine);
-    snprintf(mine.name, sizeof mine.name, "%s", process_cluster());
-    mine.address = my_address;
-    rc = PMPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, who, (int)sizeof mine, MPI_BYTE, comm);
-    if (rc != MPI_SUCCESS) {
-        free(who);
+    char (*names)[WM_CLUSTER_NAME_MAX] = checked_calloc((size_t)wc->size, sizeof *names);
+    if ((rc = exchange_identities(comm, wc, names)) != MPI_SUCCESS) {
+        free(names);
         return rc;
     }
-    char (*names)[WM_CLUSTER_NAME_MAX] = checked_calloc((size_t)wc->size, sizeof *names);
-    wc->address_of = checked_calloc((size_t)wc->size, sizeof(uint32_t));
-    for (int r = 0; r < wc->size; r++) {
-        memcpy(names[r], who[r].name, WM_CLUSTER_NAME_MAX);
-        names[r][WM_CLUSTER_NAME_MAX - 1] = 0;
-        wc->address_of[r] = who[r].address;
-    }
-    free(who);
-    wc->cluster_of = checked_calloc((size_t)wc->size, sizeof(int));
-    wc->index_of = checked_calloc((size_t)wc->size, sizeof(int));
-    wc->cluster_size = checked_calloc((size_t)wc->size, sizeof(int));
     int *first = checked_calloc((size_t)wc->size, sizeof(int));    /* lowest rank of each cluster */
-    wc->nclusters = 0;
-    for (int r = 0; r < wc->size; r++) {
-        int c = 0;
-        while (c < wc->nclusters && strcmp(names[first[c]], names[r]))
-            c++;
-        if (c == wc->nclusters)
-            first[wc->nclusters++] = r;
-        wc->cluster_of[r] = c;
-        wc->index_of[r] = wc->cluster_size[c]++;
-    }
-    if (wc->nclusters == 1) {
+    number_clusters(wc, names, first);
+    if (wc->nclusters == 1)
         wc->flat = 1;
-        free(first);
-        free(names);
-        return MPI_SUCCESS;
-    }
-    wc->members = checked_calloc((size_t)wc->nclusters, sizeof(int *));
-    wc->members[0] = checked_calloc((size_t)wc->size, sizeof(int));
-    for (int c = 1; c < wc->nclusters; c++)
-        wc->members[c] = wc->members[c - 1] + wc->cluster_size[c - 1];
-    for (int r = 0; r < wc->size; r++)
-        wc->members[wc->cluster_of[r]][wc->index_of[r]] = r;
-    wc->cluster_global = checked_calloc((size_t)wc->nclusters, sizeof(int));
-    pthread_mutex_lock(&lock);
-    for (int c = 0; c < wc->nclusters; c++)
-        wc->cluster_global[c] = global_index(names[first[c]]);
-    pthread_mutex_unlock(&lock);
+    else
+        list_members(wc, names, first);
     free(first);
     free(names);
+    if (wc->flat)
+        return MPI_SUCCESS;
     wc->my_cluster = wc->cluster_of[wc->rank];
     wc->my_index = wc->index_of[wc->rank];
     wc->lanes = wm_settings()->lanes;
-    if ((rc = PMPI_Comm_dup(comm, &wc->shadow)) != MPI_SUCCESS)
+    if ((rc = split_communicators(comm, wc)) != MPI_SUCCESS)
         return rc;
-    if ((rc = PMPI_Comm_split(wc->shadow, wc->my_cluster, wc->rank, &wc->local)) != MPI_SUCCESS)
-        return rc;
-    rc = PMPI_Comm_split(wc->shadow, wc->my_index == 0 ? 0 : MPI_UNDEFINED, wc->my_cluster,
-                         &wc->leaders);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    int *ub, flag;
-    PMPI_Comm_get_attr(wc->shadow, MPI_TAG_UB, &ub, &flag);
-    wc->tag_ub = flag ? *ub : 32767;
-    if (WM_DEBUG_ON(1)) {
-        char text[256];
-        size_t used = 0;
-        for (int c = 0; c < wc->nclusters && used < sizeof text - 32; c++)
-            used += (size_t)snprintf(text + used, sizeof text - used, " %s:%d",
-                                     wm_cluster_name(wc->cluster_global[c]), wc->cluster_size[c]);
-        wm_debug(1, "communicator of %d ranks spans %d clusters:%s; lanes %d", wc->size,
-                 wc->nclusters, text, wc->lanes);
-    }
+    if (WM_DEBUG_ON(1))
+        debug_layout(wc);
     return MPI_SUCCESS;
 }
 

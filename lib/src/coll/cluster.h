@@ -12,7 +12,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#define WM_CLUSTER_NAME_MAX 64
+#include "../common/cluster_map.h"      /* WM_CLUSTER_NAME_MAX */
 
 struct wm_comm {
     MPI_Comm user;             /* the communicator this is cached on */

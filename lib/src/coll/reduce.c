@@ -219,6 +219,63 @@ static int on_final(struct wm_sched *s, void *arg, long p)
                          FINAL_TAG(p), NULL, NULL, 0);
 }
 
+/* Room for the pieces: a ring slot for every piece; owners also C partials
+ * and F. Returns the slab (to free), its first slot at `*next`. */
+static char *allocate_slots(struct red *r, char **next)
+{
+    const struct wm_comm *wc = r->wc;
+    r->slot_bytes = (size_t)(r->l.true_extent + (r->chunk - 1) * r->l.extent);
+    r->piece = calloc((size_t)r->pieces, sizeof *r->piece);
+    int64_t owned = 0;
+    for (int64_t p = 0; p < r->pieces; p++)
+        owned += owner(r, wc->my_cluster, p) == wc->rank;
+    size_t slots = (size_t)r->pieces + (size_t)owned * ((size_t)wc->nclusters + 1);
+    char *slab = malloc(slots * r->slot_bytes);
+    if (!r->piece || !slab)
+        wm_fatal("out of memory: %zu slots of %zu bytes for a reduction", slots, r->slot_bytes);
+    *next = slab - r->l.true_lb;
+    return slab;
+}
+
+/* Posts piece p's receives and its first step on the ring; takes its slots
+ * from `*next`. */
+static int post_piece(struct wm_sched *s, struct red *r, int64_t p, char **next)
+{
+    const struct wm_comm *wc = r->wc;
+    int X = wc->my_cluster, nX = wc->cluster_size[X], C = wc->nclusters;
+    struct piece *pc = &r->piece[p];
+    int n = piece_count(r, p), j = ring_position(r, p), is_owner = j == nX - 1;
+    pc->slot = *next;
+    *next += r->slot_bytes;
+    if (is_owner) {
+        pc->partial = *next;
+        *next += (size_t)C * r->slot_bytes;
+        pc->final = wants_final(r, p) ? out_piece(r, p) : *next;
+        *next += r->slot_bytes;
+        if (is_home(r, X, p))
+            for (int x = 0; x < C; x++)
+                if (x != X) {
+                    pc->partials_left++;
+                    wm_sched_recv(s, pc->partial + (size_t)x * r->slot_bytes, n, r->type, owner(r, x, p),
+                                  PARTIAL_TAG(p), on_partial, r, (long)p);
+                }
+    } else if (wants_final(r, p)) {
+        int from = r->mode == WM_TO_ALL ? (j == 0 ? owner(r, X, p) : ring_rank(r, p, j - 1))
+                                        : owner(r, X, p);
+        wm_sched_recv(s, out_piece(r, p), n, r->type, from, FINAL_TAG(p), on_final, r, (long)p);
+    }
+    if (nX == 1) {                          /* alone in my cluster: my input is the partial */
+        int rc = wm_copy_elements(pc->slot, in_piece(r, p), n, r->type, &r->l);
+        return rc == MPI_SUCCESS ? partial_ready(s, r, p) : rc;
+    }
+    if (j == 0)                             /* head of the ring: start it */
+        wm_sched_send(s, in_piece(r, p), n, r->type, ring_rank(r, p, 1), PARTIAL_TAG(p), NULL, NULL, 0);
+    else
+        wm_sched_recv(s, pc->slot, n, r->type, ring_rank(r, p, j - 1), PARTIAL_TAG(p), on_ring_partial,
+                      r, (long)p);
+    return MPI_SUCCESS;
+}
+
 int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
                         MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root)
 {
@@ -226,7 +283,7 @@ int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *rec
     int rc = wm_layout(type, count, &r.l);
     if (rc != MPI_SUCCESS || count == 0 || r.l.size == 0)
         return rc;
-    int me = wc->rank, X = wc->my_cluster, nX = wc->cluster_size[X], C = wc->nclusters;
+    int me = wc->rank;
     int in_place = sendbuf == MPI_IN_PLACE;
     r.in = in_place ? recvbuf : sendbuf;
     int64_t chunk_elems = (int64_t)(wm_chunk_bytes() / (size_t)r.l.size);
@@ -245,54 +302,12 @@ int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *rec
         r.out_first = mode == WM_SCATTER_BLOCKS ? (int64_t)me * count : 0;
         r.out = in_place ? wm_alloc_elements(&r.l, count, &out_base) : recvbuf;
     }
-
-    /* room: a ring slot for every piece; owners also C partials and F */
-    r.slot_bytes = (size_t)(r.l.true_extent + (r.chunk - 1) * r.l.extent);
-    r.piece = calloc((size_t)r.pieces, sizeof *r.piece);
-    int64_t owned = 0;
-    for (int64_t p = 0; p < r.pieces; p++)
-        owned += owner(&r, X, p) == me;
-    size_t slots = (size_t)r.pieces + (size_t)owned * ((size_t)C + 1);
-    char *slab = malloc(slots * r.slot_bytes), *next = slab;
-    if (!r.piece || !slab)
-        wm_fatal("out of memory: %zu slots of %zu bytes for a reduction", slots, r.slot_bytes);
-    next -= r.l.true_lb;
+    char *next, *slab = allocate_slots(&r, &next);
 
     struct wm_sched s;
     wm_sched_init(&s, wc);
-    for (int64_t p = 0; p < r.pieces && s.err == MPI_SUCCESS && rc == MPI_SUCCESS; p++) {
-        struct piece *pc = &r.piece[p];
-        int n = piece_count(&r, p), j = ring_position(&r, p), is_owner = j == nX - 1;
-        pc->slot = next;
-        next += r.slot_bytes;
-        if (is_owner) {
-            pc->partial = next;
-            next += (size_t)C * r.slot_bytes;
-            pc->final = wants_final(&r, p) ? out_piece(&r, p) : next;
-            next += r.slot_bytes;
-            if (is_home(&r, X, p))
-                for (int x = 0; x < C; x++)
-                    if (x != X) {
-                        pc->partials_left++;
-                        wm_sched_recv(&s, pc->partial + (size_t)x * r.slot_bytes, n, type, owner(&r, x, p),
-                                      PARTIAL_TAG(p), on_partial, &r, (long)p);
-                    }
-        } else if (wants_final(&r, p)) {
-            int from = mode == WM_TO_ALL ? (j == 0 ? owner(&r, X, p) : ring_rank(&r, p, j - 1))
-                                         : owner(&r, X, p);
-            wm_sched_recv(&s, out_piece(&r, p), n, type, from, FINAL_TAG(p), on_final, &r, (long)p);
-        }
-        if (nX == 1) {                          /* alone in my cluster: my input is the partial */
-            rc = wm_copy_elements(pc->slot, in_piece(&r, p), n, type, &r.l);
-            if (rc == MPI_SUCCESS)
-                rc = partial_ready(&s, &r, p);
-        } else if (j == 0) {                    /* head of the ring: start it */
-            wm_sched_send(&s, in_piece(&r, p), n, type, ring_rank(&r, p, 1), PARTIAL_TAG(p), NULL, NULL, 0);
-        } else {
-            wm_sched_recv(&s, pc->slot, n, type, ring_rank(&r, p, j - 1), PARTIAL_TAG(p), on_ring_partial,
-                          &r, (long)p);
-        }
-    }
+    for (int64_t p = 0; p < r.pieces && s.err == MPI_SUCCESS && rc == MPI_SUCCESS; p++)
+        rc = post_piece(&s, &r, p, &next);
     int run = wm_sched_run(&s);
     if (rc == MPI_SUCCESS)
         rc = run;

@@ -1,26 +1,9 @@
+/* wm_debug (log.h): above the settings, which hold its level. */
 #include "log.h"
 
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-
-void wm_fatal(const char *fmt, ...)
-{
-    va_list ap;
-    char text[1024];
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "wanmpi: %s\n", text);
-    fflush(stderr);
-    int initialized = 0, finalized = 0;
-    PMPI_Initialized(&initialized);
-    PMPI_Finalized(&finalized);
-    if (initialized && !finalized)
-        PMPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
 
 void wm_debug(int level, const char *fmt, ...)
 {
@@ -30,10 +13,10 @@ void wm_debug(int level, const char *fmt, ...)
     PMPI_Initialized(&initialized);
     if (initialized)
         PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "wanmpi[%d]", rank);
     va_list ap;
-    char text[1024];
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    wm_log_vline(prefix, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "wanmpi[%d]: %s\n", rank, text);
 }

@@ -1,15 +1,12 @@
-/* Diagnostics. Nothing is printed unless WANMPI_DEBUG asks for it, except a
- * fatal configuration error, which ends the job with a message naming it. */
+/* libwanmpi's diagnostics. Nothing is printed unless WANMPI_DEBUG asks for it,
+ * except a fatal configuration error, which ends the job with a message
+ * naming it. wm_fatal (fatal.c) sits below the settings, which report bad
+ * values with it; wm_debug (log.c) above them, since its level is one. */
 #ifndef WANMPI_LOG_H
 #define WANMPI_LOG_H
 
+#include "log_line.h"
 #include "settings.h"
-
-#if defined(__GNUC__)
-#define WM_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define WM_PRINTF(a, b)
-#endif
 
 /* Prints "wanmpi: <message>" to stderr and aborts the MPI job. */
 void wm_fatal(const char *fmt, ...) WM_PRINTF(1, 2) __attribute__((noreturn));

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,47 @@ int wm_address_parse(const char *s, size_t n, struct sockaddr_storage *out, sock
     if (inet_pton(AF_INET6, text, &s6->sin6_addr) == 1) {
         s6->sin6_family = AF_INET6;
         *len = sizeof *s6;
+        return 0;
+    }
+    return -1;
+}
+
+const char *wm_format_address(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
+{
+    char host[INET6_ADDRSTRLEN];
+    if (!sa || len < sizeof(sa_family_t)) {
+        snprintf(buf, size, "(none)");
+    } else if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
+    } else if (sa->sa_family == AF_UNIX) {
+        snprintf(buf, size, "unix");
+    } else if (sa->sa_family == AF_UNSPEC) {
+        snprintf(buf, size, "unspec");
+    } else {
+        snprintf(buf, size, "family %d", sa->sa_family);
+    }
+    return buf;
+}
+
+int wm_ipv4(const struct sockaddr *sa, socklen_t len, uint32_t *addr)
+{
+    if (!sa || len < sizeof(sa_family_t))
+        return -1;
+    if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+        *addr = ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (!IN6_IS_ADDR_V4MAPPED(a6))
+            return -1;
+        memcpy(addr, &a6->s6_addr[12], sizeof *addr);
         return 0;
     }
     return -1;

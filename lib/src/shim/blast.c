@@ -1,6 +1,6 @@
-/* Blast requests (wanshim_request_blast, docs/libwanshim.md "Blast
- * requests"): per destination host, connects relayed from now on ask the
- * relays to carry the connection's bulk data by RBUDP at a given rate and
+/* The table of blast requests (wanshim_request_blast in api.c,
+ * docs/libwanshim.md "Blast requests"): per destination host, connects
+ * relayed from now on ask the relays to carry the connection's bulk data by RBUDP at a given rate and
  * UDP payload (connect preamble kind 3, docs/wanproto.md), and the relays
  * of connections already open switch them (preamble kind 4, sent by
  * relay.c's ws_relay_upgrade_host). relay.c's connect asks ws_blast_lookup
@@ -12,7 +12,6 @@
 #define _GNU_SOURCE
 #include "shim.h"
 #include "relay.h"
-#include "../../include/wanshim.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -60,24 +59,8 @@ int ws_blast_lookup(const struct sockaddr *dst, socklen_t len, uint64_t *rate, u
     return i >= 0;
 }
 
-WS_EXPORT int wanshim_request_blast(const struct sockaddr *peer, socklen_t len, uint64_t bytes_per_s,
-                                    unsigned payload)
+int ws_blast_set(const uint8_t *host, size_t n, uint64_t bytes_per_s, unsigned payload)
 {
-    int saved = errno;
-    if (ws_init() == WS_DISABLED) {
-        errno = ENOSYS;
-        return -1;
-    }
-    uint8_t host[16];
-    size_t n = ws_host_bytes(peer, len, host);
-    if (n == 0 || (bytes_per_s && (payload < WS_MIN_DATAGRAM || payload > WS_MAX_DATAGRAM))) {
-        errno = EINVAL;
-        return -1;
-    }
-    if (!ws_relaying()) {
-        errno = EOPNOTSUPP;
-        return -1;
-    }
     pthread_mutex_lock(&lock);
     int i = find(host, n), err = 0;
     if (bytes_per_s == 0) {
@@ -99,15 +82,5 @@ WS_EXPORT int wanshim_request_blast(const struct sockaddr *peer, socklen_t len, 
         __atomic_add_fetch(&count, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
-    if (err) {
-        errno = err;
-        return -1;
-    }
-    char where[80];
-    ws_format_address(peer, len, where, sizeof where);
-    WS_DEBUG(1, "blast request for %s: %llu B/s, payload %u", where, (unsigned long long)bytes_per_s,
-             payload);
-    int stay = ws_relay_upgrade_host(host, n, bytes_per_s, payload);
-    errno = saved;
-    return stay;
+    return err;
 }

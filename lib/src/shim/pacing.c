@@ -1,4 +1,5 @@
-/* The WAN sockets of the process and their pacing; the public API.
+/* The WAN sockets of the process and their pacing (set through the public
+ * API, api.c).
  *
  * A table indexed by file descriptor holds every open TCP socket to another
  * cluster, and every one inside this process's cluster ("local": never paced
@@ -18,6 +19,8 @@
  * touch a descriptor number that has just been reused. */
 #include "shim.h"
 #include "wanshim.h"
+#include "../common/cluster_map.h"
+#include "../common/network.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -49,13 +52,13 @@ static int wan_count;                   /* WAN entries in use */
 static int used_count;                  /* all entries in use; read without the lock by close() */
 static uint64_t wan_rate;               /* bytes/s, 0: not paced */
 static uint64_t local_rate;             /* bytes/s for local sockets, 0: not paced (the default) */
-static uint64_t cluster_rate[WS_MAX_CLUSTERS];     /* WANSHIM_RATE_WAN: follow wan_rate */
+static uint64_t cluster_rate[WM_MAX_CLUSTERS];     /* WANSHIM_RATE_WAN: follow wan_rate */
 
 void ws_pacing_init(uint64_t rate)
 {
     pthread_mutex_lock(&lock);
     wan_rate = rate;
-    for (int i = 0; i < WS_MAX_CLUSTERS; i++)
+    for (int i = 0; i < WM_MAX_CLUSTERS; i++)
         cluster_rate[i] = WANSHIM_RATE_WAN;
     pthread_mutex_unlock(&lock);
 }
@@ -170,7 +173,7 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
     int proto = 0;
     socklen_t plen = sizeof proto;
     struct stat st;
-    int tcp = getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &plen) == 0 && proto == IPPROTO_TCP
+    int tcp = ws_real_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &plen) == 0 && proto == IPPROTO_TCP
               && fstat(fd, &st) == 0;
     pthread_mutex_lock(&lock);
     int known = fd < table_size && table[fd].used;
@@ -187,7 +190,7 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
             drop(fd);
         }
         pthread_mutex_unlock(&lock);
-        WS_DEBUG(2, "fd %d %s %s: %s", fd, how, ws_format_address(peer, len, where, sizeof where),
+        WS_DEBUG(2, "fd %d %s %s: %s", fd, how, wm_format_address(peer, len, where, sizeof where),
                  !tcp ? "not TCP" : "in no cluster");
         return;
     }
@@ -203,7 +206,7 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
     if (!local)
         wan_count++;
     uint32_t peer_ip = 0;
-    ws_ipv4(peer, len, &peer_ip);
+    wm_ipv4(peer, len, &peer_ip);
     *e = (struct wan_socket){ .dev = st.st_dev, .ino = st.st_ino, .cluster = cluster, .used = 1,
                               .local = (unsigned char)local, .paced = (unsigned char)was_paced,
                               .peer = peer_ip, .own_rate = WANSHIM_RATE_WAN };
@@ -214,11 +217,11 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
     if (ws_debug >= 1) {
         if (rc != 0)
             ws_log("fd %d %s %s (cluster '%s'): setsockopt(SO_MAX_PACING_RATE) failed: %s", fd, how,
-                   ws_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
+                   wm_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
                    strerror(err));
         else
             ws_log("fd %d %s %s (cluster '%s'): %s socket, %s%llu B/s", fd, how,
-                   ws_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
+                   wm_format_address(peer, len, where, sizeof where), ws_cluster_name(cluster),
                    local ? "local" : "WAN", rate ? "paced at " : "not paced, ", (unsigned long long)rate);
     }
 }
@@ -243,7 +246,7 @@ void ws_adopt_open_sockets(void)
             continue;
         struct sockaddr_storage peer;
         socklen_t len = sizeof peer;
-        if (getpeername(fd, (struct sockaddr *)&peer, &len) != 0)
+        if (ws_real_getpeername(fd, (struct sockaddr *)&peer, &len) != 0)
             continue;           /* a listener, not connected, or not IP */
         if (ws_peer_cluster((struct sockaddr *)&peer, len) >= 0)
             ws_socket_connected(fd, (struct sockaddr *)&peer, len, "open before, connected to");
@@ -281,114 +284,67 @@ void ws_socket_duplicated(int oldfd, int newfd)
     pthread_mutex_unlock(&lock);
 }
 
-/* ---- the public API (lib/include/wanshim.h) ---- */
+/* ---- for the public API (api.c) ---- */
 
 /* Sets `*rate` and re-paces the sockets of `which` (REPACE_WAN or
- * REPACE_LOCAL); the public setters are this with a name. */
-static int set_rate(uint64_t *rate, uint64_t bytes_per_s, int which, const char *what)
+ * REPACE_LOCAL); returns how many. */
+static int set_rate(uint64_t *rate, uint64_t bytes_per_s, int which)
 {
-    int saved = errno;
-    enum ws_state state = ws_init();
-    if (state == WS_DISABLED) {
-        errno = ENOSYS;
-        return -1;
-    }
     pthread_mutex_lock(&lock);
     __atomic_store_n(rate, bytes_per_s, __ATOMIC_RELAXED);
     int n = repace(which);
     pthread_mutex_unlock(&lock);
-    WS_DEBUG(1, "%s rate %llu B/s%s: %d sockets re-paced", what, (unsigned long long)bytes_per_s,
-             bytes_per_s ? "" : " (not paced)", n);
-    errno = saved;
     return n;
 }
 
-WS_EXPORT int wanshim_set_wan_rate(uint64_t bytes_per_s)
+int ws_pacing_set_wan_rate(uint64_t bytes_per_s) { return set_rate(&wan_rate, bytes_per_s, REPACE_WAN); }
+
+int ws_pacing_set_local_rate(uint64_t bytes_per_s)
 {
-    return set_rate(&wan_rate, bytes_per_s, REPACE_WAN, "WAN");
+    return set_rate(&local_rate, bytes_per_s, REPACE_LOCAL);
 }
 
-WS_EXPORT uint64_t wanshim_wan_rate(void)
-{
-    ws_init();
-    return __atomic_load_n(&wan_rate, __ATOMIC_RELAXED);
-}
+uint64_t ws_pacing_wan_rate(void) { return __atomic_load_n(&wan_rate, __ATOMIC_RELAXED); }
 
-static int other_cluster(const char *name)
+uint64_t ws_pacing_local_rate(void)
 {
-    int c = name ? ws_cluster_index(name) : -1;
-    return c >= 0 && c != ws_self_cluster() ? c : -1;
-}
-
-WS_EXPORT int wanshim_set_cluster_rate(const char *cluster, uint64_t bytes_per_s)
-{
-    int saved = errno;
-    enum ws_state state = ws_init();
-    if (state == WS_DISABLED) {
-        errno = ENOSYS;
-        return -1;
-    }
-    int c = other_cluster(cluster);
-    if (c < 0) {
-        errno = EINVAL;
-        return -1;
-    }
     pthread_mutex_lock(&lock);
-    cluster_rate[c] = bytes_per_s;
-    int n = repace(c);
-    uint64_t now = rate_for(c);
-    pthread_mutex_unlock(&lock);
-    WS_DEBUG(1, "rate to cluster '%s' %llu B/s%s: %d sockets re-paced", cluster,
-             (unsigned long long)now, bytes_per_s == WANSHIM_RATE_WAN ? " (the WAN rate)" : "", n);
-    errno = saved;
-    return n;
-}
-
-WS_EXPORT uint64_t wanshim_cluster_rate(const char *cluster)
-{
-    if (ws_init() == WS_DISABLED)
-        return UINT64_MAX;
-    int c = other_cluster(cluster);
-    if (c < 0)
-        return UINT64_MAX;
-    pthread_mutex_lock(&lock);
-    uint64_t rate = rate_for(c);
+    uint64_t rate = local_rate;
     pthread_mutex_unlock(&lock);
     return rate;
 }
 
-WS_EXPORT int wanshim_wan_socket_count(void)
+int ws_pacing_set_cluster_rate(int cluster, uint64_t bytes_per_s, uint64_t *now)
 {
-    int saved = errno;
-    if (ws_init() != WS_ACTIVE)
-        return 0;
+    pthread_mutex_lock(&lock);
+    cluster_rate[cluster] = bytes_per_s;
+    int n = repace(cluster);
+    *now = rate_for(cluster);
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+uint64_t ws_pacing_cluster_rate(int cluster)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t rate = rate_for(cluster);
+    pthread_mutex_unlock(&lock);
+    return rate;
+}
+
+int ws_pacing_wan_socket_count(void)
+{
     pthread_mutex_lock(&lock);
     for (int fd = 0; fd < table_size; fd++)
         if (table[fd].used && !same_socket(fd, &table[fd]))
             drop(fd);
     int n = wan_count;
     pthread_mutex_unlock(&lock);
-    errno = saved;
     return n;
 }
 
-WS_EXPORT int wanshim_set_local_rate(uint64_t bytes_per_s)
+int ws_pacing_set_peer_rate(uint32_t ip, uint64_t bytes_per_s)
 {
-    return set_rate(&local_rate, bytes_per_s, REPACE_LOCAL, "local");
-}
-
-WS_EXPORT int wanshim_set_peer_rate(const struct sockaddr *peer, socklen_t len, uint64_t bytes_per_s)
-{
-    int saved = errno;
-    uint32_t ip;
-    if (ws_init() == WS_DISABLED) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (ws_ipv4(peer, len, &ip) != 0) {
-        errno = EINVAL;
-        return -1;
-    }
     int n = 0;
     pthread_mutex_lock(&lock);
     for (int fd = 0; fd < table_size; fd++) {
@@ -404,21 +360,5 @@ WS_EXPORT int wanshim_set_peer_rate(const struct sockaddr *peer, socklen_t len, 
             n++;
     }
     pthread_mutex_unlock(&lock);
-    WS_DEBUG(2, "rate of the sockets to one peer: %llu B/s, %d re-paced", (unsigned long long)bytes_per_s, n);
-    errno = saved;
     return n;
-}
-
-WS_EXPORT uint64_t wanshim_local_rate(void)
-{
-    ws_init();
-    pthread_mutex_lock(&lock);
-    uint64_t rate = local_rate;
-    pthread_mutex_unlock(&lock);
-    return rate;
-}
-
-WS_EXPORT int wanshim_enabled(void)
-{
-    return ws_init() == WS_ACTIVE;
 }

@@ -174,7 +174,7 @@ static int add_relay(const char *s, size_t n, void *arg)
     r->host_len = ws_host_bytes((struct sockaddr *)&r->addr, r->len, r->host);
     if (r->host_len == 0 || !memcmp(r->host, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", r->host_len))
         return -1;
-    ws_format_address((struct sockaddr *)&r->addr, r->len, r->text, sizeof r->text);
+    wm_format_address((struct sockaddr *)&r->addr, r->len, r->text, sizeof r->text);
     nrelay++;
     return 0;
 }
@@ -307,7 +307,7 @@ static int is_relay_address(const struct sockaddr *sa, socklen_t len, char *text
         }
     for (int i = 0; i < nsource; i++)
         if (sources[i].len == n && !memcmp(sources[i].host, host, n)) {
-            ws_format_address(sa, len, text, size);
+            wm_format_address(sa, len, text, size);
             return 1;
         }
     return 0;
@@ -618,125 +618,174 @@ static int handshake(int fd, const struct sockaddr *relay, socklen_t rlen, int k
     return err;
 }
 
+/* Whether connect(fd, addr) goes through a relay: a TCP socket of the
+ * address's family, toward another cluster and a real port, not already
+ * connected through one. 1 with the socket's `*domain` and file status
+ * `*flags`, else 0 (the real connect gives the kernel's answer). */
+static int relayable(int fd, const struct sockaddr *addr, socklen_t len, int *domain, int *flags)
+{
+    int cluster = ws_peer_cluster(addr, len);
+    if (cluster < 0 || connected_through_relay(fd))
+        return 0;
+    int proto = 0;
+    socklen_t olen = sizeof proto;
+    if (ws_real_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &olen) != 0 || proto != IPPROTO_TCP)
+        return 0;
+    olen = sizeof *domain;
+    if (ws_real_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, domain, &olen) != 0 || *domain != addr->sa_family)
+        return 0;                       /* the kernel's answer (EAFNOSUPPORT, ...) */
+    uint16_t port = addr->sa_family == AF_INET ? ((const struct sockaddr_in *)addr)->sin_port
+                                               : ((const struct sockaddr_in6 *)addr)->sin6_port;
+    if (port == 0)
+        return 0;
+    *flags = fcntl(fd, F_GETFL);
+    return *flags >= 0;
+}
+
+/* One relayed connect, from the choice of the relay to its outcome. */
+struct attempt {
+    int fd, k, nonblocking;
+    const struct sockaddr *addr;        /* the destination the application asked for */
+    socklen_t len;
+    char where[80];                     /* `addr` for messages */
+    long long took;                     /* ms */
+    enum stage stage;
+    int reason;                         /* the relay's refusal reason, if it refused */
+    int blast;                          /* a blast request went with the preamble */
+    uint64_t rate;
+    unsigned payload;
+};
+
+/* The handshake with relay `a->k` at `relay` on the socket, non-blocking
+ * against one deadline; a blocking socket gets its `flags` back, settled as
+ * a blocking connect leaves it. 0 or an errno. */
+static int relay_handshake(struct attempt *a, const struct sockaddr *relay, socklen_t rlen, int flags)
+{
+    uint8_t ext[WS_BLAST_EXT_LEN];
+    a->blast = ws_blast_lookup(a->addr, a->len, &a->rate, &a->payload)
+               && ws_blast_extension_encode(ext, a->rate, a->payload) == 0;
+    long long start = now_ms();
+    int err = handshake(a->fd, relay, rlen, a->blast ? WS_KIND_CONNECT_BLAST : WS_KIND_CONNECT,
+                        a->addr, a->len, NULL, 0, a->blast ? ext : NULL, start + timeout_ms,
+                        &a->stage, &a->reason);
+    if (!a->nonblocking) {
+        /* A connect that completed while non-blocking leaves the socket
+         * "connecting" until connect is called again (then 0, later EISCONN);
+         * a blocking connect leaves it connected: settle it as one. */
+        if (err == 0)
+            ws_real_connect(a->fd, relay, rlen);
+        fcntl(a->fd, F_SETFL, flags);
+    }
+    a->took = now_ms() - start;
+    return err;
+}
+
+static void relayed(const struct attempt *a)
+{
+    remember(a->fd, a->addr, a->len, 0);
+    if (a->blast)
+        WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms, blast requested at %llu B/s, "
+                 "payload %u", a->fd, a->where, a->k, relays[a->k].text, a->took,
+                 (unsigned long long)a->rate, a->payload);
+    else
+        WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms", a->fd, a->where, a->k,
+                 relays[a->k].text, a->took);
+    ws_socket_connected(a->fd, a->addr, a->len, "relayed to");
+}
+
+/* Says why a relayed connect failed: the relay's refusal at debug level 1,
+ * a relay's own failure once per relay unprompted (the MPI library will only
+ * report the destination, which is not what failed). */
+static void report_failure(const struct attempt *a, int err)
+{
+    const struct relay *r = &relays[a->k];
+    if (a->stage == REFUSED) {
+        WS_DEBUG(1, "fd %d to %s: relay %d (%s) refused: %s (%d), %s", a->fd, a->where, a->k, r->text,
+                 ws_reason_name(a->reason), a->reason, strerrorname_np(err));
+    } else if (!__atomic_exchange_n(&relays[a->k].reported, 1, __ATOMIC_RELAXED)) {
+        ws_log("relay %d (%s) failed while %s for %s after %lld ms: %s%s; connects through it fail "
+               "with that error", a->k, r->text, stage_names[a->stage], a->where, a->took,
+               err == EPROTO ? "malformed reply" : strerror(err),
+               err == ETIMEDOUT ? " (" WM_ENV_RELAY_TIMEOUT ")" : "");
+    } else {
+        WS_DEBUG(1, "fd %d to %s: relay %d (%s) failed while %s: %s", a->fd, a->where, a->k, r->text,
+                 stage_names[a->stage], strerrorname_np(err));
+    }
+}
+
+/* A relayed connect failed with `err`: leaves the socket as a failed connect
+ * leaves it and returns the errno connect() reports. */
+static int relay_failed(const struct attempt *a, int err)
+{
+    if (a->stage == CONNECTING_NOW && (err == EISCONN || err == EALREADY || err == EBADF
+                                        || err == EADDRINUSE || err == EINVAL))
+        return err;                     /* the socket's state, not the relay: the kernel's answer */
+    report_failure(a, err);
+    if (a->stage == CONNECTING_NOW)     /* never connected: nothing to undo */
+        return err;
+    /* Undo the connection to the relay, as a failed connect leaves the socket. */
+    struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+    ws_real_connect(a->fd, &unspec, sizeof unspec);
+    int reset;                          /* the disconnect's own ECONNRESET is not the application's */
+    socklen_t rlen = sizeof reset;
+    ws_real_getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &reset, &rlen);
+    if (!a->nonblocking)
+        return err;
+    remember(a->fd, a->addr, a->len, err);
+    return EINPROGRESS;
+}
+
 int ws_relay_connect(int fd, const struct sockaddr *addr, socklen_t len, int *ret)
 {
     if (nrelay == 0)
         return 0;
-    int caller_errno = errno, err;
+    int caller_errno = errno, err, domain = 0, flags = 0;
     if (ws_relay_take_error(fd, &err)) {        /* connect again after a failed one: its error */
         *ret = -1;
         errno = err;
         return 1;
     }
-    int cluster = ws_peer_cluster(addr, len);
-    if (cluster < 0 || connected_through_relay(fd))
-        goto pass;
-    int proto = 0, domain = 0;
-    socklen_t olen = sizeof proto;
-    if (ws_real_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &olen) != 0 || proto != IPPROTO_TCP)
-        goto pass;
-    olen = sizeof domain;
-    if (ws_real_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &olen) != 0 || domain != addr->sa_family)
-        goto pass;                      /* the kernel's answer (EAFNOSUPPORT, ...) */
-    uint16_t port = addr->sa_family == AF_INET ? ((const struct sockaddr_in *)addr)->sin_port
-                                               : ((const struct sockaddr_in6 *)addr)->sin6_port;
-    if (port == 0)
-        goto pass;
-    int flags = fcntl(fd, F_GETFL);
-    if (flags < 0)
-        goto pass;
-    int k = by_hash ? ws_relay_select(nrelay, addr, len) : ws_relay_select_address(nrelay, addr, len);
+    if (!relayable(fd, addr, len, &domain, &flags)) {
+        errno = caller_errno;
+        return 0;
+    }
+    struct attempt a = { .fd = fd, .addr = addr, .len = len, .nonblocking = (flags & O_NONBLOCK) != 0 };
+    a.k = by_hash ? ws_relay_select(nrelay, addr, len) : ws_relay_select_address(nrelay, addr, len);
+    wm_format_address(addr, len, a.where, sizeof a.where);
     struct sockaddr_storage relay;
     socklen_t rlen;
-    char where[80];
-    ws_format_address(addr, len, where, sizeof where);
-    if (relay_address(k, domain, &relay, &rlen) != 0) {
-        ws_log("cannot relay %s: relay %d (%s) is IPv6 and the socket IPv4", where, k, relays[k].text);
+    if (relay_address(a.k, domain, &relay, &rlen) != 0) {
+        ws_log("cannot relay %s: relay %d (%s) is IPv6 and the socket IPv4", a.where, a.k,
+               relays[a.k].text);
         *ret = -1;
         errno = EAFNOSUPPORT;
         return 1;
     }
-    int nonblocking = (flags & O_NONBLOCK) != 0;
-    /* The whole handshake runs non-blocking against one deadline; a blocking
-     * socket gets its flags back before connect() returns. */
-    if (!nonblocking && fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
-        goto pass;
-    long long start = now_ms();
-    enum stage stage;
-    int reason = 0;
-    uint64_t rate;
-    unsigned payload;
-    uint8_t ext[WS_BLAST_EXT_LEN];
-    int blast = ws_blast_lookup(addr, len, &rate, &payload) && ws_blast_extension_encode(ext, rate, payload) == 0;
-    err = handshake(fd, (struct sockaddr *)&relay, rlen, blast ? WS_KIND_CONNECT_BLAST : WS_KIND_CONNECT, addr,
-                    len, NULL, 0, blast ? ext : NULL, start + timeout_ms, &stage, &reason);
-    if (!nonblocking) {
-        /* A connect that completed while non-blocking leaves the socket
-         * "connecting" until connect is called again (then 0, later EISCONN);
-         * a blocking connect leaves it connected: settle it as one. */
-        if (err == 0)
-            ws_real_connect(fd, (struct sockaddr *)&relay, rlen);
-        fcntl(fd, F_SETFL, flags);
+    if (!a.nonblocking && fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        errno = caller_errno;
+        return 0;
     }
-    long long took = now_ms() - start;
-
+    err = relay_handshake(&a, (struct sockaddr *)&relay, rlen, flags);
     if (err == 0) {
-        remember(fd, addr, len, 0);
-        if (blast)
-            WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms, blast requested at %llu B/s, "
-                     "payload %u", fd, where, k, relays[k].text, took, (unsigned long long)rate, payload);
-        else
-            WS_DEBUG(1, "fd %d to %s relayed through relay %d (%s) in %lld ms", fd, where, k,
-                     relays[k].text, took);
-        ws_socket_connected(fd, addr, len, "relayed to");
-        *ret = nonblocking ? -1 : 0;
-        errno = nonblocking ? EINPROGRESS : caller_errno;
+        relayed(&a);
+        *ret = a.nonblocking ? -1 : 0;
+        errno = a.nonblocking ? EINPROGRESS : caller_errno;
         return 1;
     }
-    if (stage == REFUSED) {
-        WS_DEBUG(1, "fd %d to %s: relay %d (%s) refused: %s (%d), %s", fd, where, k, relays[k].text,
-                 ws_reason_name(reason), reason, strerrorname_np(err));
-    } else if (stage == CONNECTING_NOW && (err == EISCONN || err == EALREADY || err == EBADF
-                                            || err == EADDRINUSE || err == EINVAL)) {
-        *ret = -1;                      /* the socket's state, not the relay: the kernel's answer */
-        errno = err;
-        return 1;
-    } else if (!__atomic_exchange_n(&relays[k].reported, 1, __ATOMIC_RELAXED)) {
-        /* Printed without being asked, once per relay: the MPI library will
-         * only report the destination, which is not what failed. */
-        ws_log("relay %d (%s) failed while %s for %s after %lld ms: %s%s; connects through it fail "
-               "with that error", k, relays[k].text, stage_names[stage], where, took,
-               err == EPROTO ? "malformed reply" : strerror(err),
-               err == ETIMEDOUT ? " (" WM_ENV_RELAY_TIMEOUT ")" : "");
-    } else {
-        WS_DEBUG(1, "fd %d to %s: relay %d (%s) failed while %s: %s", fd, where, k, relays[k].text,
-                 stage_names[stage], strerrorname_np(err));
-    }
-    if (stage == CONNECTING_NOW) {      /* never connected: nothing to undo */
-        *ret = -1;
-        errno = err;
-        return 1;
-    }
-    /* Undo the connection to the relay, as a failed connect leaves the socket. */
-    struct sockaddr unspec = { .sa_family = AF_UNSPEC };
-    ws_real_connect(fd, &unspec, sizeof unspec);
-    int reset;                          /* the disconnect's own ECONNRESET is not the application's */
-    socklen_t rlen2 = sizeof reset;
-    ws_real_getsockopt(fd, SOL_SOCKET, SO_ERROR, &reset, &rlen2);
     *ret = -1;
-    if (nonblocking) {
-        remember(fd, addr, len, err);
-        errno = EINPROGRESS;
-    } else {
-        errno = err;
-    }
+    errno = relay_failed(&a, err);
     return 1;
-pass:
-    errno = caller_errno;
-    return 0;
 }
 
 /* ---- accept ---- */
+
+/* Closes a socket of the shim's own (never the application's), forgetting
+ * whatever pacing knew of its number. */
+static void close_own(int fd)
+{
+    ws_socket_closing(fd);
+    ws_real_close(fd);
+}
 
 static int check_delivery(const uint8_t *buf, size_t n)
 {
@@ -787,7 +836,7 @@ int ws_relay_accepted(int fd, struct sockaddr *addr, socklen_t *len, socklen_t r
                  why ? why : err == ETIMEDOUT ? "no delivery preamble within 2 s"
                  : err == ECONNRESET ? "closed before the end of the delivery preamble"
                                      : strerror(err));
-        ws_real_close(fd);
+        close_own(fd);
         errno = saved;
         return -1;
     }
@@ -801,7 +850,7 @@ int ws_relay_accepted(int fd, struct sockaddr *addr, socklen_t *len, socklen_t r
     if (ws_debug >= 1) {
         char original[80];
         ws_log("fd %d from %s: delivered from %s", fd, relay,
-               ws_format_address((struct sockaddr *)&src, slen, original, sizeof original));
+               wm_format_address((struct sockaddr *)&src, slen, original, sizeof original));
     }
     errno = saved;
     return 1;
@@ -851,7 +900,7 @@ static int upgrade_one(const struct sockaddr *node, socklen_t nlen, const struct
     else
         err = handshake(fd, (struct sockaddr *)&relay, rlen, WS_KIND_UPDATE_BLAST, far, flen, node, nlen, ext,
                         now_ms() + timeout_ms, &stage, reason);
-    ws_real_close(fd);
+    close_own(fd);
     return err;
 }
 
@@ -889,7 +938,7 @@ int ws_relay_upgrade_host(const uint8_t *host, size_t n, uint64_t rate, unsigned
         if (err) {
             failed++;
             char where[80];
-            ws_format_address((struct sockaddr *)&far, flen, where, sizeof where);
+            wm_format_address((struct sockaddr *)&far, flen, where, sizeof where);
             if (!__atomic_exchange_n(&upgrade_reported, 1, __ATOMIC_RELAXED))
                 ws_log("an open connection (fd %d, relay side %s) could not be switched %s blasts: %s%s%s; it "
                        "keeps its transport", fds[i], where, rate ? "to" : "off", strerror(err),

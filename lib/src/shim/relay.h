@@ -70,6 +70,9 @@ const char *ws_reason_name(int reason);
 /* ---- blast.c: blast requests (wanshim_request_blast) ---- */
 /* The request for connects to `dst`'s host: 1 and its rate and payload, or 0. */
 int ws_blast_lookup(const struct sockaddr *dst, socklen_t len, uint64_t *rate, unsigned *payload);
+/* Sets (rate > 0) or withdraws (rate 0) the request for `host` (n bytes,
+ * ws_host_bytes). 0, or ENOSPC if the table is full. */
+int ws_blast_set(const uint8_t *host, size_t n, uint64_t bytes_per_s, unsigned payload);
 void ws_blast_atfork_prepare(void);
 void ws_blast_atfork_release(void);
 
@@ -104,11 +107,5 @@ void ws_relay_closing(int fd);
 void ws_relay_duplicated(int oldfd, int newfd);
 void ws_relay_atfork_prepare(void);
 void ws_relay_atfork_release(void);
-
-/* ---- wrappers.c: the real calls, for the shim's own use ---- */
-int ws_real_connect(int fd, const struct sockaddr *addr, socklen_t len);
-int ws_real_close(int fd);
-int ws_real_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
-int ws_real_getsockopt(int fd, int level, int name, void *value, socklen_t *len);
 
 #endif

@@ -1,14 +1,21 @@
-/* libwanshim internals. The shim has four parts:
+/* libwanshim internals. Calls go one way, from the top of this list down:
  *   wrappers.c   the LD_PRELOAD wrappers of the socket calls (Darshan's shape:
- *                resolve the real symbol, call it, record, return its result
- *                and errno unchanged)
- *   config.c     settings from the environment, read once at the first
- *                connect/accept or API call; diagnostics
- *   clusters.c   the cluster map: which cluster a peer address is in
- *   pacing.c     the table of WAN sockets and their SO_MAX_PACING_RATE; the
- *                public API of lib/include/wanshim.h
- * Nothing here depends on MPI. The environment variable names live in
- * lib/src/common/settings.h, beside libwanmpi's. */
+ *                call the real function, record, return its result and errno
+ *                unchanged)
+ *   api.c        the public API of lib/include/wanshim.h
+ *   init.c       settings from the environment, read once at the first
+ *                intercepted call or API call (ws_init); sets up the parts
+ *   relay.c      relaying (relay.h): the connect redirect, the accept repair
+ *   blast.c      the table of blast requests (relay.h)
+ *   pacing.c     the table of WAN sockets and their SO_MAX_PACING_RATE
+ *   clusters.c   which cluster a peer address is in
+ *   relay_preamble.c  the relay protocol's bytes (relay.h)
+ *   real.c       the real socket calls (dlsym(RTLD_NEXT))
+ *   log.c        diagnostics (ws_log, WANMPI_SHIM_DEBUG)
+ * and below them lib/src/common: network.c (addresses), cluster_map.c (the
+ * cluster map, shared with libwanmpi), log_line.c. Nothing here depends on
+ * MPI. The environment variable names live in lib/src/common/settings.h,
+ * beside libwanmpi's. */
 #ifndef WANSHIM_INTERNAL_H
 #define WANSHIM_INTERNAL_H
 
@@ -22,10 +29,8 @@
 #endif
 #define WS_EXPORT __attribute__((visibility("default")))
 
-#define WS_CLUSTER_NAME_MAX 64      /* as libwanmpi's WM_CLUSTER_NAME_MAX */
-#define WS_MAX_CLUSTERS 256
 
-/* ---- config.c ---- */
+/* ---- init.c ---- */
 enum ws_state {
     WS_PASSIVE,     /* no cluster map: every call passes through */
     WS_ACTIVE,      /* classifying peers and pacing WAN sockets */
@@ -33,11 +38,22 @@ enum ws_state {
 };
 /* Reads the settings on first use (thread-safe, once); returns the state. */
 enum ws_state ws_init(void);
+
+/* ---- log.c ---- */
 extern int ws_debug;                /* WANMPI_SHIM_DEBUG, valid from process start */
 void ws_log(const char *fmt, ...) WS_PRINTF(1, 2);        /* "wanshim[pid]: ..." on stderr */
 #define WS_DEBUG(level, ...) do { if (ws_debug >= (level)) ws_log(__VA_ARGS__); } while (0)
-/* "1.2.3.4:80", "[::1]:80", "unix", ... for messages */
-const char *ws_format_address(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
+
+/* ---- real.c: the real calls, resolved on first use ---- */
+int ws_real_connect(int fd, const struct sockaddr *addr, socklen_t len);
+int ws_real_accept(int fd, struct sockaddr *addr, socklen_t *len);
+int ws_real_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+int ws_real_close(int fd);
+int ws_real_dup(int oldfd);
+int ws_real_dup2(int oldfd, int newfd);
+int ws_real_dup3(int oldfd, int newfd, int flags);
+int ws_real_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
+int ws_real_getsockopt(int fd, int level, int name, void *value, socklen_t *len);
 
 /* ---- clusters.c ---- */
 /* Parses WANMPI_CLUSTER_MAP `spec` and finds this process's cluster: the name
@@ -46,9 +62,6 @@ const char *ws_format_address(const struct sockaddr *sa, socklen_t len, char *bu
 int ws_clusters_load(const char *spec, const char *self);
 #define WS_PEER_LOCAL (-1)          /* this process's cluster */
 #define WS_PEER_UNMAPPED (-2)       /* in no cluster's network (loopback, ...), or not IP */
-/* The IPv4 address (network order) of an AF_INET or v4-mapped AF_INET6
- * address: 0, or -1 if it has none. */
-int ws_ipv4(const struct sockaddr *sa, socklen_t len, uint32_t *addr);
 /* The cluster of a peer address: an index of another cluster, or one of the above. */
 int ws_peer_cluster(const struct sockaddr *sa, socklen_t len);
 int ws_cluster_count(void);
@@ -70,5 +83,15 @@ void ws_socket_closing(int fd);
 void ws_socket_duplicated(int oldfd, int newfd);
 void ws_pacing_atfork_prepare(void);
 void ws_pacing_atfork_release(void);
+/* For the API: the setters return how many sockets they re-paced. */
+int ws_pacing_set_wan_rate(uint64_t bytes_per_s);
+int ws_pacing_set_local_rate(uint64_t bytes_per_s);
+uint64_t ws_pacing_wan_rate(void);
+uint64_t ws_pacing_local_rate(void);
+/* `*now`: the rate the sockets to `cluster` have afterwards. */
+int ws_pacing_set_cluster_rate(int cluster, uint64_t bytes_per_s, uint64_t *now);
+uint64_t ws_pacing_cluster_rate(int cluster);
+int ws_pacing_wan_socket_count(void);       /* after dropping entries closed behind our back */
+int ws_pacing_set_peer_rate(uint32_t ipv4, uint64_t bytes_per_s);
 
 #endif

@@ -17,77 +17,19 @@
  *   dup, dup2, dup3   a WAN socket under a second number (MPICH imports dup2)
  * Sockets are classified from the address given to connect and from
  * getpeername after accept, so a socket's creation (socket(), bind()) needs no
- * wrapper. Relaying is relay.c; these wrappers only call it. */
+ * wrapper. Relaying is relay.c; these wrappers only call it. The real
+ * functions are resolved in real.c. */
 #define _GNU_SOURCE
 #include "shim.h"
 #include "relay.h"
+#include "../common/network.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Darshan's forward declaration: a pointer to the real function, resolved
- * lazily with dlsym(RTLD_NEXT). A missing symbol is fatal: a shim that cannot
- * call the real function cannot do anything correct. */
-#define WS_FORWARD_DECL(name, ret, args) static ret(*real_##name) args
-#define WS_MAP_OR_FAIL(name)                                                       \
-    do {                                                                           \
-        if (!__atomic_load_n(&real_##name, __ATOMIC_ACQUIRE))                      \
-            __atomic_store_n(&real_##name, (__typeof__(real_##name))resolve(#name), \
-                             __ATOMIC_RELEASE);                                    \
-    } while (0)
-
-static void *resolve(const char *name)
-{
-    void *real = dlsym(RTLD_NEXT, name);
-    if (!real) {
-        const char *why = dlerror();
-        ws_log("cannot find the real %s() (dlsym: %s); aborting", name, why ? why : "not found");
-        abort();
-    }
-    return real;
-}
-
-WS_FORWARD_DECL(connect, int, (int, const struct sockaddr *, socklen_t));
-WS_FORWARD_DECL(accept, int, (int, struct sockaddr *, socklen_t *));
-WS_FORWARD_DECL(accept4, int, (int, struct sockaddr *, socklen_t *, int));
-WS_FORWARD_DECL(close, int, (int));
-WS_FORWARD_DECL(dup, int, (int));
-WS_FORWARD_DECL(dup2, int, (int, int));
-WS_FORWARD_DECL(dup3, int, (int, int, int));
-WS_FORWARD_DECL(getpeername, int, (int, struct sockaddr *, socklen_t *));
-WS_FORWARD_DECL(getsockopt, int, (int, int, int, void *, socklen_t *));
-
-/* The real calls, for relay.c (calling our own wrappers would classify,
- * relay and log the shim's own connection to a relay). */
-int ws_real_connect(int fd, const struct sockaddr *addr, socklen_t len)
-{
-    WS_MAP_OR_FAIL(connect);
-    return real_connect(fd, addr, len);
-}
-
-int ws_real_close(int fd)
-{
-    WS_MAP_OR_FAIL(close);
-    ws_socket_closing(fd);
-    return real_close(fd);
-}
-
-int ws_real_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
-{
-    WS_MAP_OR_FAIL(getpeername);
-    return real_getpeername(fd, addr, len);
-}
-
-int ws_real_getsockopt(int fd, int level, int name, void *value, socklen_t *len)
-{
-    WS_MAP_OR_FAIL(getsockopt);
-    return real_getsockopt(fd, level, name, value, len);
-}
 
 static const char *errno_name(int ret, int err)
 {
@@ -99,7 +41,6 @@ static const char *errno_name(int ret, int err)
 
 WS_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-    WS_MAP_OR_FAIL(connect);
     enum ws_state state = ws_init();
     int ret;
     /* With relays, a TCP connect to another cluster goes to a relay of this
@@ -109,19 +50,19 @@ WS_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
             int saved = errno;
             char where[80];
             ws_log("connect(%d, %s) = %d %s (relayed)", fd,
-                   ws_format_address(addr, len, where, sizeof where), ret, errno_name(ret, saved));
+                   wm_format_address(addr, len, where, sizeof where), ret, errno_name(ret, saved));
             errno = saved;
         }
         return ret;
     }
-    ret = real_connect(fd, addr, len);
+    ret = ws_real_connect(fd, addr, len);
     int saved = errno;
     if (state == WS_ACTIVE && (ret == 0 || saved == EINPROGRESS || saved == EINTR))
         ws_socket_connected(fd, addr, len, "connected to");
     if (ws_debug >= 2) {
         char where[80] = "(unreadable)";     /* EFAULT: the kernel could not read it either */
         if (ret == 0 || saved != EFAULT)
-            ws_format_address(addr, len, where, sizeof where);
+            wm_format_address(addr, len, where, sizeof where);
         ws_log("connect(%d, %s) = %d %s", fd, where, ret, errno_name(ret, saved));
     }
     errno = saved;
@@ -154,7 +95,7 @@ static int accepted(int listener, int fd, struct sockaddr *addr, socklen_t *len,
     if (ws_debug >= 2) {
         char where[80];
         ws_log("%s(%d) = %d from %s%s", call, listener, fd,
-               ws_format_address(plen ? (struct sockaddr *)&peer : NULL, plen, where, sizeof where),
+               wm_format_address(plen ? (struct sockaddr *)&peer : NULL, plen, where, sizeof where),
                relayed ? " (through a relay)" : "");
     }
     return fd;
@@ -182,7 +123,7 @@ static int accept_repaired(int fd, struct sockaddr *addr, socklen_t *len, int fl
     do {
         if (addr && len)
             *len = room;
-        ret = four ? real_accept4(fd, addr, len, flags) : real_accept(fd, addr, len);
+        ret = four ? ws_real_accept4(fd, addr, len, flags) : ws_real_accept(fd, addr, len);
         saved = errno;
         if (ret >= 0 && accepted(fd, ret, addr, len, room, name) < 0) {
             ret = -1;
@@ -200,31 +141,26 @@ static int accept_repaired(int fd, struct sockaddr *addr, socklen_t *len, int fl
 
 WS_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
-    WS_MAP_OR_FAIL(accept);
     return accept_repaired(fd, addr, len, 0, 0);
 }
 
 WS_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-    WS_MAP_OR_FAIL(accept4);
     return accept_repaired(fd, addr, len, flags, 1);
 }
 
-/* Neither calls ws_init: pacing.c's adoption of open sockets calls
- * getpeername from inside it. Until something is relayed both are one
- * atomic load away from the real call. */
+/* Neither calls ws_init: until something is relayed both are one atomic
+ * load away from the real call. */
 WS_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
-    WS_MAP_OR_FAIL(getpeername);
     int ret;
     if (ws_relay_getpeername(fd, addr, len, &ret))
         return ret;
-    return real_getpeername(fd, addr, len);
+    return ws_real_getpeername(fd, addr, len);
 }
 
 WS_EXPORT int getsockopt(int fd, int level, int name, void *value, socklen_t *len)
 {
-    WS_MAP_OR_FAIL(getsockopt);
     int err;
     if (level == SOL_SOCKET && name == SO_ERROR && value && len && *len >= (socklen_t)sizeof err
         && ws_relay_take_error(fd, &err)) {
@@ -233,12 +169,11 @@ WS_EXPORT int getsockopt(int fd, int level, int name, void *value, socklen_t *le
         WS_DEBUG(2, "getsockopt(%d, SO_ERROR) = %s (relayed connect)", fd, strerrorname_np(err));
         return 0;
     }
-    return real_getsockopt(fd, level, name, value, len);
+    return ws_real_getsockopt(fd, level, name, value, len);
 }
 
 WS_EXPORT int close(int fd)
 {
-    WS_MAP_OR_FAIL(close);
     int socket = 0;
     if (ws_debug >= 2) {            /* only sockets: every file's close would drown the log */
         int saved = errno;
@@ -249,7 +184,7 @@ WS_EXPORT int close(int fd)
     /* Forget first: once the number is closed another thread may reuse it. */
     ws_socket_closing(fd);
     ws_relay_closing(fd);
-    int ret = real_close(fd);
+    int ret = ws_real_close(fd);
     if (socket) {
         int saved = errno;
         ws_log("close(%d) = %d %s", fd, ret, errno_name(ret, saved));
@@ -273,18 +208,15 @@ static int duplicated(const char *call, int oldfd, int ret)
 
 WS_EXPORT int dup(int oldfd)
 {
-    WS_MAP_OR_FAIL(dup);
-    return duplicated("dup", oldfd, real_dup(oldfd));
+    return duplicated("dup", oldfd, ws_real_dup(oldfd));
 }
 
 WS_EXPORT int dup2(int oldfd, int newfd)
 {
-    WS_MAP_OR_FAIL(dup2);
-    return duplicated("dup2", oldfd, real_dup2(oldfd, newfd));
+    return duplicated("dup2", oldfd, ws_real_dup2(oldfd, newfd));
 }
 
 WS_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-    WS_MAP_OR_FAIL(dup3);
-    return duplicated("dup3", oldfd, real_dup3(oldfd, newfd, flags));
+    return duplicated("dup3", oldfd, ws_real_dup3(oldfd, newfd, flags));
 }

@@ -1,4 +1,8 @@
-/* Settings from the environment and diagnostics.
+/* The shim's start: its settings from the environment, read once at the
+ * first intercepted call or API call, then each part set up in turn
+ * (pacing.c, clusters.c, relay.c, and the open sockets adopted). The parts
+ * never call back here: the wrappers and the API (the two top files) call
+ * ws_init, then the parts.
  *
  * The shim lives inside someone else's process: a bad setting must never
  * crash it or change what its calls return. So a setting that cannot be read
@@ -8,73 +12,18 @@
 #include "relay.h"
 #include "../common/settings.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-int ws_debug;
 static enum ws_state state = WS_PASSIVE;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-void ws_log(const char *fmt, ...)
-{
-    int saved = errno;
-    char line[768];
-    int n = snprintf(line, sizeof line, "wanshim[%d]: ", (int)getpid());
-    va_list ap;
-    va_start(ap, fmt);
-    n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    /* one write per line: lines of different ranks and threads do not mix */
-    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
-    (void)w;
-    errno = saved;
-}
-
-const char *ws_format_address(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
-{
-    char host[INET6_ADDRSTRLEN];
-    if (!sa || len < sizeof(sa_family_t)) {
-        snprintf(buf, size, "(none)");
-    } else if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
-    } else if (sa->sa_family == AF_UNIX) {
-        snprintf(buf, size, "unix");
-    } else if (sa->sa_family == AF_UNSPEC) {
-        snprintf(buf, size, "unspec");
-    } else {
-        snprintf(buf, size, "family %d", sa->sa_family);
-    }
-    return buf;
-}
-
-/* The debug level is read when the library is loaded, so that level 2 also
- * shows the calls made before the first connect; it is checked in ws_init. */
-__attribute__((constructor)) static void read_debug_level(void)
-{
-    const char *v = getenv(WM_ENV_SHIM_DEBUG);
-    if (v && v[0] >= '0' && v[0] <= '2' && v[1] == 0)
-        ws_debug = v[0] - '0';
-}
 
 static void disable(const char *name, const char *value, const char *problem)
 {
