@@ -45,11 +45,17 @@ class LaunchError(RuntimeError):
 
 
 # ---- placement --------------------------------------------------------------
-def placement(topo: Topology, ranks: int, mapping: str | None = None) -> list[Node]:
-    """The node of every rank.
+def _slots(nodes) -> list[Node]:
+    """Each node as many times as it has slots, in order."""
+    return [n for n in nodes for _ in range(n.slots)]
 
-    None / "block": spread in cluster order, rank r on node floor(r*M/N) of the
-      M nodes, so every cluster holds a contiguous block of ranks.
+
+def placement(topo: Topology, ranks: int, mapping: str | None = None) -> list[Node]:
+    """The node of every rank. A node of k slots (real hosts: "node01:4",
+    hostfile slots=4) counts as k places next to each other.
+
+    None / "block": spread in cluster order, rank r on place floor(r*M/N) of the
+      M places, so every cluster holds a contiguous block of ranks.
     "interleave": rank r in cluster r mod C (round-robin over clusters).
     "a0,b0,a1": one node name per rank, exactly `ranks` names.
     """
@@ -57,12 +63,14 @@ def placement(topo: Topology, ranks: int, mapping: str | None = None) -> list[No
     if ranks < 1:
         raise LaunchError(f"-n must be at least 1, got {ranks}")
     if mapping in (None, "block"):
-        return [nodes[r * len(nodes) // ranks] for r in range(ranks)]
+        places = _slots(nodes)
+        return [places[r * len(places) // ranks] for r in range(ranks)]
     if mapping == "interleave":
         order = []
-        longest = max(len(c.nodes) for c in topo.clusters)
+        per_cluster = [_slots(c.nodes) for c in topo.clusters]
+        longest = max(len(p) for p in per_cluster)
         for i in range(longest):
-            order += [c.nodes[i] for c in topo.clusters if i < len(c.nodes)]
+            order += [p[i] for p in per_cluster if i < len(p)]
         return [order[r % len(order)] for r in range(ranks)]
     names = [n.strip() for n in mapping.split(",")]
     if len(names) != ranks:

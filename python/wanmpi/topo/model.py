@@ -36,8 +36,10 @@ class Node:
     name: str
     cluster: str
     index: int
-    address: str            # IPv4 address inside its cluster
+    address: str            # IPv4 address inside its cluster (a real host's name if not given)
     emulated: bool = True
+    slots: int = 1          # ranks the node takes before the next one gets any (real hosts)
+    public: str | None = None   # 1:1 NAT: the address other clusters reach it at
 
     @property
     def netns(self) -> str:
