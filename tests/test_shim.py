@@ -213,6 +213,10 @@ def test_sockets_open_before_the_shim_looked_are_paced():
     ("WANMPI_CLUSTER_MAP", "a=127.0.0.0/8;b=127.0.0.1/32", "this host has addresses in two clusters ('a' and 'b')"),
     ("WANMPI_CLUSTER", "a b", "WANMPI_CLUSTER=a b: cluster name must"),
     ("WANMPI_SHIM_DEBUG", "yes", "WANMPI_SHIM_DEBUG=yes: expected 0, 1 or 2"),
+    ("WANMPI_NAT_MAP", "10.0.0.1", "WANMPI_NAT_MAP=10.0.0.1: '10.0.0.1' is not PRIVATE=PUBLIC"),
+    ("WANMPI_NAT_MAP", "10.0.0.1=3.3.3.3,10.0.0.2=nat", "'10.0.0.2=nat' needs two IPv4 addresses"),
+    ("WANMPI_NAT_MAP", "10.0.0.1=3.3.3.3,10.0.0.1=3.3.3.4", "'10.0.0.1=3.3.3.4' repeats an address"),
+    ("WANMPI_NAT_MAP", "10.0.0.1=3.3.3.3,", "'' is not PRIVATE=PUBLIC"),
 ])
 def test_bad_setting_is_reported_and_the_shim_steps_aside(name, value, message):
     done = shimcheck("pacing", str(RATE), env={"WANMPI_PACING_RATE": "1000", name: value})

@@ -79,6 +79,10 @@
                                                          (default 10; then ETIMEDOUT) */
 #define WM_ENV_RELAY_SELECT   "WANMPI_RELAY_SELECT"   /* which relay serves a destination host:
                                                          "address" (default: IPv4 mod N) or "hash" */
+#define WM_ENV_NAT_MAP        "WANMPI_NAT_MAP"        /* 1:1 NAT (cloud regions): "PRIVATE=PUBLIC,..."
+                                                         IPv4 pairs; a connect to PRIVATE in another
+                                                         cluster goes to PUBLIC, an accept or
+                                                         getpeername of PUBLIC reports PRIVATE */
 
 /* Output. The library prints nothing unless asked. */
 #define WM_ENV_STATS          "WANMPI_STATS"          /* per-rank statistics at MPI_Finalize: a file

@@ -1,6 +1,6 @@
 /* The shim's start: its settings from the environment, read once at the
  * first intercepted call or API call, then each part set up in turn
- * (pacing.c, clusters.c, relay.c, and the open sockets adopted). The parts
+ * (pacing.c, clusters.c, nat.c, relay.c, and the open sockets adopted). The parts
  * never call back here: the wrappers and the API (the two top files) call
  * ws_init, then the parts.
  *
@@ -143,7 +143,7 @@ static void init_once(void)
         WS_DEBUG(1, "%s is not set: every socket is left alone", WM_ENV_CLUSTER_MAP);
         goto done;
     }
-    if (ws_clusters_load(map, self) != 0) {
+    if (ws_clusters_load(map, self) != 0 || ws_nat_load(getenv(WM_ENV_NAT_MAP)) != 0) {
         state = WS_DISABLED;
         ws_debug = 0;
         goto done;

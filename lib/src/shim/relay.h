@@ -5,7 +5,7 @@
  *
  *   relay_preamble.c   the preambles, the reply and the relay selection hash:
  *                      bytes only, no I/O (the C twin of crates/wanproto's
- *                      preamble.rs and select.rs; tests/programs/relaycheck
+ *                      preamble/ and select.rs; tests/programs/relaycheck
  *                      links it directly to check the documented vectors)
  *   relay.c            settings, the connect redirect, the accept repair and
  *                      the table of sockets whose peer the shim reports */

@@ -8,6 +8,7 @@
  *   relay.c      relaying (relay.h): the connect redirect, the accept repair
  *   blast.c      the table of blast requests (relay.h)
  *   pacing.c     the table of WAN sockets and their SO_MAX_PACING_RATE
+ *   nat.c        1:1 NAT: private and public addresses of nodes (cloud regions)
  *   clusters.c   which cluster a peer address is in
  *   relay_preamble.c  the relay protocol's bytes (relay.h)
  *   real.c       the real socket calls (dlsym(RTLD_NEXT))
@@ -68,6 +69,17 @@ int ws_cluster_count(void);
 int ws_cluster_index(const char *name);     /* -1 if not in the map */
 const char *ws_cluster_name(int index);
 int ws_self_cluster(void);                  /* index, or -1 if not in the map */
+
+/* ---- nat.c ---- */
+/* Reads WANMPI_NAT_MAP `spec` (NULL or "": no NAT). 0, or -1 after printing
+ * what is wrong. */
+int ws_nat_load(const char *spec);
+/* connect(): 1 and `*out` (the same address with the public IP) if `addr`
+ * is the private address of a NAT'd node in another cluster; else 0. */
+int ws_nat_public(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *out);
+/* accept(), getpeername(): rewrites a public address in place into its
+ * private one (the first `len` bytes of `addr` are valid); 1 if it did. */
+int ws_nat_private(struct sockaddr *addr, socklen_t len);
 
 /* ---- pacing.c ---- */
 void ws_pacing_init(uint64_t wan_rate);     /* before any socket is tracked */

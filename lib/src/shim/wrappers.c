@@ -11,7 +11,8 @@
  *                     for other programs); a connection from a relay has its
  *                     delivery preamble stripped
  *   getpeername       a relayed socket's peer is the original one (MPICH
- *                     asks right after accept(fd, NULL, NULL))
+ *                     asks right after accept(fd, NULL, NULL)); behind 1:1
+ *                     NAT, the private address of a public one (nat.c)
  *   getsockopt        SO_ERROR of a non-blocking relayed connect that failed
  *   close             forget the socket
  *   dup, dup2, dup3   a WAN socket under a second number (MPICH imports dup2)
@@ -55,7 +56,10 @@ WS_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
         }
         return ret;
     }
-    ret = ws_real_connect(fd, addr, len);
+    /* 1:1 NAT: a node of another cluster is reached at its public address */
+    struct sockaddr_storage public;
+    int translated = state == WS_ACTIVE && ws_nat_public(addr, len, &public);
+    ret = ws_real_connect(fd, translated ? (struct sockaddr *)&public : addr, len);
     int saved = errno;
     if (state == WS_ACTIVE && (ret == 0 || saved == EINPROGRESS || saved == EINTR))
         ws_socket_connected(fd, addr, len, "connected to");
@@ -63,7 +67,8 @@ WS_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
         char where[80] = "(unreadable)";     /* EFAULT: the kernel could not read it either */
         if (ret == 0 || saved != EFAULT)
             wm_format_address(addr, len, where, sizeof where);
-        ws_log("connect(%d, %s) = %d %s", fd, where, ret, errno_name(ret, saved));
+        ws_log("connect(%d, %s) = %d %s%s", fd, where, ret, errno_name(ret, saved),
+               translated ? " (to its public address)" : "");
     }
     errno = saved;
     return ret;
@@ -89,6 +94,10 @@ static int accepted(int listener, int fd, struct sockaddr *addr, socklen_t *len,
         if (relayed < 0) {
             WS_DEBUG(2, "%s(%d) = %d: dropped", call, listener, fd);
             return -1;
+        }
+        if (!relayed && ws_nat_private((struct sockaddr *)&peer, plen) && addr && len) {
+            memcpy(addr, &peer, room < plen ? room : plen);     /* the private address, as the MPI expects */
+            *len = plen;
         }
         ws_socket_connected(fd, (struct sockaddr *)&peer, plen, "accepted from");
     }
@@ -154,9 +163,13 @@ WS_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 WS_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
     int ret;
+    socklen_t room = len ? *len : 0;
     if (ws_relay_getpeername(fd, addr, len, &ret))
         return ret;
-    return ws_real_getpeername(fd, addr, len);
+    ret = ws_real_getpeername(fd, addr, len);
+    if (ret == 0)
+        ws_nat_private(addr, room < *len ? room : *len);
+    return ret;
 }
 
 WS_EXPORT int getsockopt(int fd, int level, int name, void *value, socklen_t *len)

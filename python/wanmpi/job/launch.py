@@ -109,15 +109,25 @@ class Job:
         """Whether connections between clusters go through relays."""
         return self.use_relays and self.topo.has_relays and self.emulated and len(self.clusters) > 1
 
+    @property
+    def translated(self) -> bool:
+        """Whether connections between clusters go to the public addresses of
+        nodes behind 1:1 NAT (libwanshim; the MPI alone knows only the private ones)."""
+        return self.wanmpi and bool(libwanmpi.nat_map(self.topo)) and len(self.clusters) > 1
+
     def daemon_environment(self) -> dict[str, str]:
         """Environment of the launcher and its daemons (inherited by the ranks
-        unless rank_environment sets the same name): with relays, libwanshim
-        relaying but not pacing their connections."""
-        if not self.relayed:
+        unless rank_environment sets the same name): with relays or 1:1 NAT,
+        libwanshim relaying or translating but not pacing their connections."""
+        if not self.relayed and not self.translated:
             return {}
-        return {"LD_PRELOAD": str(libwanmpi.shim_library()),
-                "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(self.topo),
-                "WANMPI_PACING_RATE": "0", **relays.environment(self.topo)}
+        env = {"LD_PRELOAD": str(libwanmpi.shim_library()),
+               "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(self.topo), "WANMPI_PACING_RATE": "0"}
+        if self.relayed:
+            env.update(relays.environment(self.topo))
+        if self.translated:
+            env["WANMPI_NAT_MAP"] = libwanmpi.nat_map(self.topo)
+        return env
 
     @property
     def emulated(self) -> bool:
@@ -298,7 +308,7 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
             if not library.exists():
                 raise LaunchError(f"{library} not found: build it with `make lib`, "
                                   "or run without it (--no-wanmpi)")
-    private = [c for c in job.clusters if job.topo.cluster(c).private]
+    private = [c for c in job.clusters if job.topo.cluster(c).private and not job.topo.cluster(c).nat]
     if private and len(job.clusters) > 1 and not job.relayed:
         why = "the job runs without them (--no-relays)" if job.topo.has_relays else \
             "the topology has no relays (set relays = 1 or more in every cluster)"

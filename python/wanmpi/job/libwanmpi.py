@@ -27,6 +27,13 @@ def cluster_map(topo: Topology) -> str:
     return ";".join(f"{cl.name}={cl.network}" for cl in topo.clusters)
 
 
+def nat_map(topo: Topology) -> str:
+    """WANMPI_NAT_MAP: the private and public address of every node behind 1:1
+    NAT ("10.1.0.1=198.19.129.1,..."); libwanshim connects to the public one
+    from other clusters and reports the private one on accept. Empty: none."""
+    return ",".join(f"{n.address}={n.public}" for n in topo.nodes if n.public)
+
+
 def rank_addresses(addresses: list[str]) -> str:
     """WANMPI_RANK_ADDRESSES: the node address of every MPI_COMM_WORLD rank,
     run-length coded ("10.1.0.1*2,10.2.0.1*2"), for WANMPI_UDP_PARAMS."""
@@ -56,6 +63,8 @@ def environment(topo: Topology) -> dict[str, str]:
         "WANMPI_ALLTOALL_RATE": topo.pacing.alltoall,
         "WANMPI_MATB_DIVISOR": str(topo.pacing.divisor),
     }
+    if nat_map(topo):
+        env["WANMPI_NAT_MAP"] = nat_map(topo)
     if c.lanes is not None:
         env["WANMPI_LANES"] = str(c.lanes)
     for coll, algorithm in c.algorithms:

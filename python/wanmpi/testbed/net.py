@@ -231,7 +231,9 @@ class Net:
             ip(rt, "link", "set", "dmz0", "up")
         for relay in c.relay_nodes:
             self.build_relay(c, relay)
-        if c.private:
+        if c.nat:
+            self.add_one_to_one_nat(c)
+        elif c.private:
             self.add_nat(c)
 
     def plug(self, ns: str, dev: str, address: str, into: str, bridge: str, port: str, rate_bps: int,
@@ -280,6 +282,17 @@ class Net:
         for rule in rules:
             shell.run(in_netns(c.router_netns, ["iptables", "-w", *rule]))
 
+    def add_one_to_one_nat(self, c: Cluster) -> None:
+        """1:1 NAT, as in cloud regions: every node's private address has a
+        public one of its own (Node.public) on the router; connections in and
+        out are translated, nothing else is filtered."""
+        for n in c.nodes:
+            for rule in (["-t", "nat", "-A", "PREROUTING", "-i", "wan+", "-d", n.public, "-j", "DNAT",
+                          "--to-destination", n.address],
+                         ["-t", "nat", "-A", "POSTROUTING", "-s", n.address, "-o", "wan+", "-j", "SNAT",
+                          "--to-source", n.public]):
+                shell.run(in_netns(c.router_netns, ["iptables", "-w", *rule]))
+
     def build_wan(self) -> None:
         mtu = str(self.topo.mtu)
         for link in self.topo.links:
@@ -300,6 +313,8 @@ class Net:
                     ip(c.router_netns, "route", "add", f"{dest.public_address}/32", "dev", dev)
                 if not dest.private:
                     ip(c.router_netns, "route", "add", dest.network, "dev", dev)
+                if dest.nat:
+                    ip(c.router_netns, "route", "add", dest.nat_network, "dev", dev)
                 if dest.relay_nodes:
                     ip(c.router_netns, "route", "add", dest.relay_network, "dev", dev)
         self.start_wanem()

@@ -8,6 +8,8 @@ Naming and addressing are derived from indices (documented in docs/testbed.md):
   router    {c}-r       LAN address .254, public address 198.19.0.ci+1
   relay     {c}-relay{k} inside address .220+k of the LAN, outside address
                         198.19.(ci+1).(k+1) on the router's relay network
+  1:1 NAT   node {c}{i} of a nat = "1:1" cluster: public address 198.19.(128+ci).(i+1),
+                        translated by its router
 """
 from __future__ import annotations
 
@@ -81,6 +83,7 @@ class Cluster:
     network: str            # CIDR of the cluster's nodes
     nodes: tuple[Node, ...]
     relay_nodes: tuple[Relay, ...] = ()
+    nat: bool = False       # 1:1 NAT: every node has a public address (Node.public)
 
     @property
     def emulated(self) -> bool:
@@ -119,6 +122,11 @@ class Cluster:
     @property
     def relay_gateway(self) -> str:
         return f"198.19.{self.index + 1}.254"
+
+    @property
+    def nat_network(self) -> str:
+        """The testbed's public addresses of a 1:1 NAT cluster's nodes (node i: .i+1)."""
+        return f"198.19.{128 + self.index}.0/24"
 
 
 @dataclass(frozen=True)
