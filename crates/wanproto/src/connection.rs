@@ -42,13 +42,13 @@ use std::net::SocketAddr;
 use thiserror::Error;
 
 use crate::auth::PresharedKey;
-use crate::frame::{
-    self, valid_name, Frame, FrameError, Hello, Role, StreamId, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD,
-    MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN,
-};
-use crate::preamble::BlastRequest;
+use crate::blast_request::BlastRequest;
+use crate::frame::{self, valid_name, Frame, FrameError, Hello};
 use crate::reason::{CloseCode, Reason};
-use crate::Decoded;
+use crate::wire::{
+    Decoded, Role, StreamId, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD, MAX_WINDOW, MIN_INITIAL_WINDOW,
+    NONCE_LEN,
+};
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000 * MS;
@@ -833,7 +833,7 @@ impl TrunkConnection {
     /// Nothing is produced for `max_len` 0. DATA frames are cut to fit
     /// `max_len` (at least one payload byte). Control frames are never cut:
     /// one that does not fit is still emitted when nothing else has been
-    /// (so at most [`frame::MAX_HELLO_LEN`] + [`FRAME_HEADER_LEN`] bytes more
+    /// (so at most [`crate::wire::MAX_HELLO_LEN`] + [`FRAME_HEADER_LEN`] bytes more
     /// than `max_len`); a pacer accounts for it as debt. Streams share the
     /// link round-robin, one DATA frame at a time.
     pub fn poll_transmit_into(&mut self, now: u64, out: &mut Vec<u8>, max_len: usize) -> usize {
@@ -1055,7 +1055,7 @@ impl TrunkConnection {
     pub fn send_rbudp(&mut self, message: &[u8]) -> Result<(), StreamError> {
         if self.state != State::Established
             || message.is_empty()
-            || message.len() > crate::frame::MAX_DATA_PAYLOAD
+            || message.len() > MAX_DATA_PAYLOAD
         {
             return Err(StreamError::ConnectionClosed);
         }

@@ -33,34 +33,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use thiserror::Error;
 
-use crate::preamble::{BlastRequest, BlastRequestError, BLAST_REQUEST_LEN};
-use crate::reason::{CloseCode, Reason};
-use crate::Decoded;
+pub use crate::wire::{
+    Role, StreamId, FRAME_HEADER_LEN, MAC_LEN, MAX_DATA_PAYLOAD, MAX_HELLO_LEN, MAX_NAME_LEN,
+    MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN, TRUNK_MAGIC, TRUNK_VERSION,
+};
 
-/// Length of a frame header.
-pub const FRAME_HEADER_LEN: usize = 10;
-/// Largest DATA payload (and so the largest frame payload of any type).
-pub const MAX_DATA_PAYLOAD: usize = 65_536;
-/// Largest flow-control window and WINDOW_UPDATE increment: 2^31 - 1.
-pub const MAX_WINDOW: u32 = (1 << 31) - 1;
-/// The first four bytes of a HELLO payload: "WANT".
-pub const TRUNK_MAGIC: [u8; 4] = *b"WANT";
-/// The trunk protocol version.
-pub const TRUNK_VERSION: u8 = 1;
-/// Length of a HELLO nonce.
-pub const NONCE_LEN: usize = 32;
-/// Length of an AUTH MAC.
-pub const MAC_LEN: usize = 32;
-/// Longest relay or cluster name.
-pub const MAX_NAME_LEN: usize = 64;
-/// Fixed part of a HELLO payload (without the two names).
-const HELLO_FIXED_LEN: usize = 50;
-/// Largest HELLO payload.
-pub const MAX_HELLO_LEN: usize = HELLO_FIXED_LEN + 2 * MAX_NAME_LEN;
-/// Length of an OPEN payload without a blast request.
-const OPEN_LEN: usize = 38;
-/// Length of an OPEN payload with a blast request.
-const OPEN_BLAST_LEN: usize = OPEN_LEN + BLAST_REQUEST_LEN;
+use crate::blast_request::{BlastRequest, BlastRequestError};
+use crate::reason::{CloseCode, Reason};
+use crate::wire::{Decoded, HELLO_FIXED_LEN, OPEN_BLAST_LEN, OPEN_LEN};
 
 const T_HELLO: u8 = 0x01;
 const T_AUTH: u8 = 0x02;
@@ -74,47 +54,6 @@ const T_PING: u8 = 0x20;
 const T_PONG: u8 = 0x21;
 const T_GOAWAY: u8 = 0x22;
 const T_RBUDP: u8 = 0x30;
-
-/// A stream id: non-zero. Streams opened by the connection's initiator
-/// (the relay that connected) are odd, by the acceptor even.
-pub type StreamId = u32;
-
-/// Which end of a trunk connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// The relay that made the TCP connection (role byte 1, odd stream ids).
-    Initiator,
-    /// The relay that accepted it (role byte 2, even stream ids).
-    Acceptor,
-}
-
-impl Role {
-    /// The role byte in HELLO.
-    pub fn code(self) -> u8 {
-        match self {
-            Role::Initiator => 1,
-            Role::Acceptor => 2,
-        }
-    }
-
-    /// The other end.
-    pub fn peer(self) -> Role {
-        match self {
-            Role::Initiator => Role::Acceptor,
-            Role::Acceptor => Role::Initiator,
-        }
-    }
-
-    /// The first stream id this role opens (1 or 2).
-    pub fn first_stream_id(self) -> StreamId {
-        self.code() as StreamId
-    }
-
-    /// Whether `id` belongs to streams this role opens.
-    pub fn owns(self, id: StreamId) -> bool {
-        (id % 2 == 1) == (self == Role::Initiator)
-    }
-}
 
 /// The first frame each side sends.
 ///
@@ -151,9 +90,6 @@ pub struct Hello {
     /// Sender's cluster name.
     pub cluster: String,
 }
-
-/// Smallest initial window a HELLO may announce.
-pub const MIN_INITIAL_WINDOW: u32 = 1024;
 
 /// One decoded frame. DATA borrows its payload from the input.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod blast_request;
 pub mod connection;
 pub mod frame;
 pub mod pacer;
@@ -32,27 +33,17 @@ pub mod preamble;
 pub mod rbudp;
 pub mod reason;
 pub mod select;
+pub mod wire;
 
 pub use auth::{KeyError, PresharedKey};
+pub use blast_request::{BlastRequest, BlastRequestError};
 pub use connection::{
     Config, ConfigError, ConnectionError, ConnectionStats, Event, OpenError, PeerInfo, ReadOutcome,
     StreamError, StreamStats, TrunkConnection,
 };
-pub use frame::{Role, StreamId};
 pub use pacer::Pacer;
-pub use preamble::{
-    BlastRequest, BlastRequestError, BlastUpdate, Inside, Preamble, PreambleError, Reply,
-};
+pub use preamble::{BlastUpdate, Inside, Preamble, PreambleError, Reply};
 pub use rbudp::{RbudpConfig, RbudpEvent, RbudpSession, RbudpStats};
 pub use reason::{CloseCode, Reason};
 pub use select::{Policy, TrunkCandidate, TrunkSelector};
-
-/// The result of an incremental decoder.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decoded<T> {
-    /// The input is a valid prefix; at least this many more bytes are
-    /// needed (never 0).
-    NeedMore(usize),
-    /// A complete value and the number of input bytes it took.
-    Complete(T, usize),
-}
+pub use wire::{Decoded, Role, StreamId};

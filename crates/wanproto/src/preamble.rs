@@ -43,7 +43,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 48 | 8 | rate: bytes per second on the wire (IP bytes), > 0 |
-//! | 56 | 2 | payload: UDP payload of a full datagram, [`MIN_DATAGRAM`]..=[`MAX_DATAGRAM`] |
+//! | 56 | 2 | payload: UDP payload of a full datagram, [`crate::wire::MIN_DATAGRAM`]..=[`crate::wire::MAX_DATAGRAM`] |
 //! | 58 | 6 | reserved, 0 |
 //!
 //! Kind 4 ([`BlastUpdate`]) has the layout of kind 3, with *destination* =
@@ -62,28 +62,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use thiserror::Error;
 
-use crate::rbudp::{MAX_DATAGRAM, MIN_DATAGRAM};
-use crate::reason::Reason;
-use crate::Decoded;
+pub use crate::blast_request::{BlastRequest, BlastRequestError};
+pub use crate::wire::{
+    BLAST_PREAMBLE_LEN, BLAST_REQUEST_LEN, KIND_BLAST_UPDATE, KIND_CONNECT_BLAST, PREAMBLE_LEN,
+    PREAMBLE_MAGIC, PREAMBLE_VERSION, REPLY_LEN, REPLY_MAGIC,
+};
 
-/// The first four bytes of a preamble: "WSHP".
-pub const PREAMBLE_MAGIC: [u8; 4] = *b"WSHP";
-/// The first two bytes of a reply: "WR".
-pub const REPLY_MAGIC: [u8; 2] = *b"WR";
-/// The only preamble version.
-pub const PREAMBLE_VERSION: u8 = 1;
-/// Length of a connect or delivery preamble.
-pub const PREAMBLE_LEN: usize = 48;
-/// Length of a blast request (after a kind-3 preamble, in a trunk OPEN).
-pub const BLAST_REQUEST_LEN: usize = 16;
-/// Length of a connect preamble with a blast request (kind 3).
-pub const BLAST_PREAMBLE_LEN: usize = PREAMBLE_LEN + BLAST_REQUEST_LEN;
-/// The kind byte of a connect preamble with a blast request.
-pub const KIND_CONNECT_BLAST: u8 = 3;
-/// The kind byte of a blast request for an open connection ([`BlastUpdate`]).
-pub const KIND_BLAST_UPDATE: u8 = 4;
-/// Length of a reply.
-pub const REPLY_LEN: usize = 4;
+use crate::reason::Reason;
+use crate::wire::Decoded;
 
 /// Which preamble: the two share one layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,112 +87,6 @@ impl Kind {
             Kind::Connect => 1,
             Kind::Deliver => 2,
         }
-    }
-}
-
-/// A pair of MPI ranks' request that their connection's bulk data be
-/// blasted (RBUDP) at `rate` with `payload`-byte datagrams: carried by a
-/// kind-3 connect preamble and by the trunk OPEN of its stream. The relays
-/// clamp it to their own settings (docs/wanrelay.md).
-///
-/// Wire format, 16 bytes, big-endian:
-///
-/// | offset | size | field |
-/// |---|---|---|
-/// | 0 | 8 | rate: bytes per second on the wire (IP bytes, as the peer `rate` key), > 0 |
-/// | 8 | 2 | payload: UDP payload of a full datagram, [`MIN_DATAGRAM`]..=[`MAX_DATAGRAM`] |
-/// | 10 | 6 | reserved, 0 |
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct BlastRequest {
-    /// Requested blast rate, bytes/s on the wire.
-    pub rate: u64,
-    /// Requested UDP payload of a full datagram, bytes (RBUDP header included).
-    pub payload: u16,
-}
-
-/// What is wrong with a blast request.
-#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
-pub enum BlastRequestError {
-    /// Rate 0.
-    #[error("blast request with rate 0 (must be above 0 bytes/s)")]
-    ZeroRate,
-    /// Payload outside [`MIN_DATAGRAM`]..=[`MAX_DATAGRAM`].
-    #[error("blast request payload {0} bytes out of range {MIN_DATAGRAM}..={MAX_DATAGRAM}")]
-    Payload(u16),
-    /// A reserved byte (offset in the request) is not zero.
-    #[error("blast request reserved byte {0} is not zero")]
-    NonZeroReserved(usize),
-    /// Kind 4: rate 0 (a withdrawal) with a non-zero payload.
-    #[error("blast request with rate 0 and payload {0}: a withdrawal (rate 0) has payload 0")]
-    WithdrawPayload(u16),
-}
-
-impl BlastRequest {
-    /// A request, checked.
-    ///
-    /// # Errors
-    /// [`BlastRequestError`] if `rate` is 0 or `payload` out of range.
-    pub fn new(rate: u64, payload: u16) -> Result<BlastRequest, BlastRequestError> {
-        if rate == 0 {
-            return Err(BlastRequestError::ZeroRate);
-        }
-        if !(MIN_DATAGRAM..=MAX_DATAGRAM).contains(&usize::from(payload)) {
-            return Err(BlastRequestError::Payload(payload));
-        }
-        Ok(BlastRequest { rate, payload })
-    }
-
-    /// The 16 bytes of this request.
-    pub fn encode(&self) -> [u8; BLAST_REQUEST_LEN] {
-        let mut b = [0u8; BLAST_REQUEST_LEN];
-        b[0..8].copy_from_slice(&self.rate.to_be_bytes());
-        b[8..10].copy_from_slice(&self.payload.to_be_bytes());
-        b
-    }
-
-    /// Checks the bytes of a request present in `prefix` (the first
-    /// `prefix.len()` of its 16): an error as soon as a byte is wrong.
-    /// `withdraw`: rate 0 with payload 0 is valid (kind 4).
-    fn check_prefix(prefix: &[u8], withdraw: bool) -> Result<(), BlastRequestError> {
-        let zero_rate = || prefix[..8].iter().all(|&x| x == 0);
-        for (i, &byte) in prefix.iter().take(BLAST_REQUEST_LEN).enumerate() {
-            match i {
-                7 if !withdraw && zero_rate() => return Err(BlastRequestError::ZeroRate),
-                9 => {
-                    let payload = u16::from_be_bytes([prefix[8], byte]);
-                    if zero_rate() {
-                        if payload != 0 {
-                            return Err(BlastRequestError::WithdrawPayload(payload));
-                        }
-                    } else if !(MIN_DATAGRAM..=MAX_DATAGRAM).contains(&usize::from(payload)) {
-                        return Err(BlastRequestError::Payload(payload));
-                    }
-                }
-                10..=15 if byte != 0 => return Err(BlastRequestError::NonZeroReserved(i)),
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Decodes the 16 bytes of a request.
-    ///
-    /// # Errors
-    /// [`BlastRequestError`] for rate 0, a payload out of range or a
-    /// non-zero reserved byte.
-    ///
-    /// # Panics
-    /// If `b` is shorter than [`BLAST_REQUEST_LEN`] (callers check lengths
-    /// first).
-    pub fn decode(b: &[u8]) -> Result<BlastRequest, BlastRequestError> {
-        let b = &b[..BLAST_REQUEST_LEN];
-        BlastRequest::check_prefix(b, false)?;
-        let mut rate = [0u8; 8];
-        rate.copy_from_slice(&b[0..8]);
-        Ok(BlastRequest {
-            rate: u64::from_be_bytes(rate),
-            payload: u16::from_be_bytes([b[8], b[9]]),
-        })
     }
 }
 

@@ -58,27 +58,13 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use thiserror::Error;
 
-use crate::frame::Role;
-use crate::pacer::Pacer;
+pub use crate::wire::{
+    DATAGRAM_HEADER_LEN, DATAGRAM_MAGIC, IPV4_UDP_OVERHEAD, MAX_BITMAP_LEN, MAX_BLAST_PACKETS,
+    MAX_DATAGRAM, MIN_DATAGRAM, RBUDP_MAX_WINDOW as MAX_WINDOW, RBUDP_VERSION,
+};
 
-/// Datagram magic, "RB".
-pub const DATAGRAM_MAGIC: [u8; 2] = *b"RB";
-/// The RBUDP version (datagrams and SESSION).
-pub const RBUDP_VERSION: u8 = 1;
-/// Length of a datagram header.
-pub const DATAGRAM_HEADER_LEN: usize = 24;
-/// Smallest configurable datagram (UDP payload, header included).
-pub const MIN_DATAGRAM: usize = 64;
-/// Largest datagram: the largest UDP payload over IPv4.
-pub const MAX_DATAGRAM: usize = 65_507;
-/// Most packets in one blast (the bitmap of a report fits one frame).
-pub const MAX_BLAST_PACKETS: u32 = 1 << 18;
-/// Longest MISSING bitmap, bytes.
-pub const MAX_BITMAP_LEN: usize = (MAX_BLAST_PACKETS / 8) as usize;
-/// IPv4 and UDP headers: what a datagram costs on the wire beyond its payload.
-pub const IPV4_UDP_OVERHEAD: u64 = 28;
-/// Largest receive window a session may announce (4 GiB - 1).
-pub const MAX_WINDOW: u64 = u32::MAX as u64;
+use crate::pacer::Pacer;
+use crate::wire::Role;
 
 const TOKEN_LABEL: &[u8] = b"wanproto rbudp v1 token";
 

@@ -38,15 +38,17 @@ fn connection_paths_resolve() {
     };
     use wanproto::pacer::{Pacer, PacerError};
     use wanproto::reason::{CloseCode, Reason};
-    use wanproto::select::{fnv1a64, host_hash, mix64, score, Policy, TrunkCandidate, TrunkSelector};
+    use wanproto::select::{
+        fnv1a64, host_hash, mix64, score, Policy, TrunkCandidate, TrunkSelector,
+    };
 }
 
 #[test]
 fn preamble_paths_resolve() {
     use wanproto::preamble::{
-        BlastRequest, BlastRequestError, BlastUpdate, Inside, Kind, Preamble, PreambleError,
-        Reply, BLAST_PREAMBLE_LEN, BLAST_REQUEST_LEN, KIND_BLAST_UPDATE, KIND_CONNECT_BLAST,
-        PREAMBLE_LEN, PREAMBLE_MAGIC, PREAMBLE_VERSION, REPLY_LEN, REPLY_MAGIC,
+        BlastRequest, BlastRequestError, BlastUpdate, Inside, Kind, Preamble, PreambleError, Reply,
+        BLAST_PREAMBLE_LEN, BLAST_REQUEST_LEN, KIND_BLAST_UPDATE, KIND_CONNECT_BLAST, PREAMBLE_LEN,
+        PREAMBLE_MAGIC, PREAMBLE_VERSION, REPLY_LEN, REPLY_MAGIC,
     };
 }
 
