@@ -282,91 +282,101 @@ impl Control {
         if !ok_len {
             return Err(ControlError::BadLength { ty, len: b.len() });
         }
+        match ty {
+            C_SESSION => Control::decode_session(b),
+            C_BLAST_START => Control::decode_blast_start(b),
+            _ => Control::decode_report(ty, b),
+        }
+    }
+
+    /// SESSION, 36 bytes.
+    fn decode_session(b: &[u8]) -> Result<Control, ControlError> {
+        if b[1] != RBUDP_VERSION {
+            return Err(ControlError::Version(b[1]));
+        }
+        if b[11] != 0 {
+            return Err(ControlError::NonZeroReserved);
+        }
+        let a = &b[20..36];
+        let addr = match b[10] {
+            0 if a.iter().all(|&x| x == 0) => None,
+            4 if a[4..].iter().all(|&x| x == 0) => {
+                Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])))
+            }
+            6 => {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(a);
+                Some(IpAddr::V6(Ipv6Addr::from(o)))
+            }
+            0 | 4 => return Err(ControlError::NonZeroReserved),
+            _ => return Err(ControlError::Range("address family")),
+        };
+        if addr.is_some_and(|a| a.is_unspecified()) {
+            return Err(ControlError::Range("unspecified address"));
+        }
+        let port = be16(&b[2..]);
+        let max_datagram = be16(&b[8..]);
+        let window = be64(&b[12..]);
+        if port == 0 {
+            return Err(ControlError::Range("port 0"));
+        }
+        if !(MIN_DATAGRAM..=MAX_DATAGRAM).contains(&(max_datagram as usize)) {
+            return Err(ControlError::Range("max_datagram"));
+        }
+        if window == 0 || window > MAX_WINDOW {
+            return Err(ControlError::Range("window"));
+        }
+        Ok(Control::Session {
+            session: be32(&b[4..]),
+            addr,
+            port,
+            max_datagram,
+            window,
+        })
+    }
+
+    /// BLAST_START, 24 bytes.
+    fn decode_blast_start(b: &[u8]) -> Result<Control, ControlError> {
+        if b[1] != 0 {
+            return Err(ControlError::NonZeroReserved);
+        }
+        let chunk = be16(&b[2..]);
+        let length = be32(&b[12..]);
+        if chunk == 0 || chunk as usize > MAX_DATAGRAM - DATAGRAM_HEADER_LEN {
+            return Err(ControlError::Range("chunk"));
+        }
+        if length == 0 {
+            return Err(ControlError::Range("length"));
+        }
+        Ok(Control::BlastStart {
+            blast: be32(&b[4..]),
+            stream: be32(&b[8..]),
+            length,
+            offset: be64(&b[16..]),
+            chunk,
+        })
+    }
+
+    /// BLAST_DONE, MISSING, COMPLETE and RELEASE: three reserved bytes,
+    /// then the blast id and what follows it for the type.
+    fn decode_report(ty: u8, b: &[u8]) -> Result<Control, ControlError> {
+        if b[1..4] != [0, 0, 0] {
+            return Err(ControlError::NonZeroReserved);
+        }
+        let blast = be32(&b[4..]);
         Ok(match ty {
-            C_SESSION => {
-                if b[1] != RBUDP_VERSION {
-                    return Err(ControlError::Version(b[1]));
-                }
-                if b[11] != 0 {
-                    return Err(ControlError::NonZeroReserved);
-                }
-                let a = &b[20..36];
-                let addr = match b[10] {
-                    0 if a.iter().all(|&x| x == 0) => None,
-                    4 if a[4..].iter().all(|&x| x == 0) => {
-                        Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])))
-                    }
-                    6 => {
-                        let mut o = [0u8; 16];
-                        o.copy_from_slice(a);
-                        Some(IpAddr::V6(Ipv6Addr::from(o)))
-                    }
-                    0 | 4 => return Err(ControlError::NonZeroReserved),
-                    _ => return Err(ControlError::Range("address family")),
-                };
-                if addr.is_some_and(|a| a.is_unspecified()) {
-                    return Err(ControlError::Range("unspecified address"));
-                }
-                let port = be16(&b[2..]);
-                let max_datagram = be16(&b[8..]);
-                let window = be64(&b[12..]);
-                if port == 0 {
-                    return Err(ControlError::Range("port 0"));
-                }
-                if !(MIN_DATAGRAM..=MAX_DATAGRAM).contains(&(max_datagram as usize)) {
-                    return Err(ControlError::Range("max_datagram"));
-                }
-                if window == 0 || window > MAX_WINDOW {
-                    return Err(ControlError::Range("window"));
-                }
-                Control::Session {
-                    session: be32(&b[4..]),
-                    addr,
-                    port,
-                    max_datagram,
-                    window,
-                }
-            }
-            C_BLAST_START => {
-                if b[1] != 0 {
-                    return Err(ControlError::NonZeroReserved);
-                }
-                let chunk = be16(&b[2..]);
-                let length = be32(&b[12..]);
-                if chunk == 0 || chunk as usize > MAX_DATAGRAM - DATAGRAM_HEADER_LEN {
-                    return Err(ControlError::Range("chunk"));
-                }
-                if length == 0 {
-                    return Err(ControlError::Range("length"));
-                }
-                Control::BlastStart {
-                    blast: be32(&b[4..]),
-                    stream: be32(&b[8..]),
-                    length,
-                    offset: be64(&b[16..]),
-                    chunk,
-                }
-            }
-            _ => {
-                if b[1..4] != [0, 0, 0] {
-                    return Err(ControlError::NonZeroReserved);
-                }
-                let blast = be32(&b[4..]);
-                match ty {
-                    C_BLAST_DONE => Control::BlastDone {
-                        blast,
-                        round: be32(&b[8..]),
-                    },
-                    C_MISSING => Control::Missing {
-                        blast,
-                        round: be32(&b[8..]),
-                        first: be32(&b[12..]),
-                        bitmap: b[16..].to_vec(),
-                    },
-                    C_COMPLETE => Control::Complete { blast },
-                    _ => Control::Release { blast },
-                }
-            }
+            C_BLAST_DONE => Control::BlastDone {
+                blast,
+                round: be32(&b[8..]),
+            },
+            C_MISSING => Control::Missing {
+                blast,
+                round: be32(&b[8..]),
+                first: be32(&b[12..]),
+                bitmap: b[16..].to_vec(),
+            },
+            C_COMPLETE => Control::Complete { blast },
+            _ => Control::Release { blast },
         })
     }
 
@@ -1067,141 +1077,170 @@ impl RbudpSession {
                 port,
                 max_datagram,
                 window,
-            } => {
-                if self.peer.is_some() {
-                    return Err(RbudpError::Protocol("second SESSION"));
-                }
-                self.peer = Some(PeerSession {
-                    session,
-                    token: session_token(&self.secret, self.role.peer(), session),
-                    port,
-                    max_datagram: max_datagram as usize,
-                    window,
-                });
-                self.events.push_back(RbudpEvent::Ready { addr, port });
-            }
+            } => self.on_session(session, addr, port, max_datagram, window),
             Control::BlastStart {
                 blast,
                 stream,
                 offset,
                 length,
                 chunk,
-            } => {
-                if blast != self.last_announced.wrapping_add(1).max(1) {
-                    return Err(RbudpError::Protocol("blast ids out of sequence"));
-                }
-                if chunk as usize + DATAGRAM_HEADER_LEN > self.config.datagram_size {
-                    return Err(RbudpError::Protocol("chunk larger than our datagrams"));
-                }
-                let packets = (length as usize).div_ceil(chunk as usize);
-                if packets > MAX_BLAST_PACKETS as usize {
-                    return Err(RbudpError::Protocol("blast has too many packets"));
-                }
-                let length64 = u64::from(length);
-                if self.window_used + length64 > self.config.receive_window {
-                    return Err(RbudpError::Window {
-                        used: self.window_used,
-                        length: length64,
-                        window: self.config.receive_window,
-                    });
-                }
-                self.last_announced = blast;
-                self.window_used += length64;
-                self.inb.push_back(InBlast {
-                    id: blast,
-                    stream,
-                    data: Some(vec![0u8; length as usize]),
-                    length: length as usize,
-                    chunk: chunk as usize,
-                    packets: packets as u32,
-                    have: vec![0u64; packets.div_ceil(64)],
-                    missing: packets as u32,
-                    report: None,
-                });
-                self.events.push_back(RbudpEvent::Announced {
-                    blast,
-                    stream,
-                    offset,
-                    length,
-                });
-            }
-            Control::BlastDone { blast, round } => {
-                if !self.announced(blast) {
-                    return Err(RbudpError::Protocol(
-                        "BLAST_DONE for a blast never announced",
-                    ));
-                }
-                let delay = self.config.report_delay;
-                if let Some(b) = self.inb.iter_mut().find(|b| b.id == blast) {
-                    if b.missing > 0 {
-                        b.report = Some((now.saturating_add(delay), round));
-                    }
-                }
-                // Complete or released: COMPLETE was sent already.
-            }
+            } => self.on_blast_start(blast, stream, offset, length, chunk),
+            Control::BlastDone { blast, round } => self.on_blast_done(now, blast, round),
             Control::Missing {
                 blast,
                 round,
                 first,
                 bitmap,
-            } => {
-                let Some(b) = self.out.iter_mut().find(|b| b.id == blast) else {
-                    return Err(RbudpError::Protocol("MISSING for an unknown blast"));
-                };
-                if b.state == OutState::Delivered {
-                    return Err(RbudpError::Protocol("MISSING after COMPLETE"));
-                }
-                if b.state != OutState::Reported || round != b.round {
-                    return Err(RbudpError::Protocol("MISSING for a round not reported"));
-                }
-                let mut list = Vec::new();
-                for (i, &byte) in bitmap.iter().enumerate() {
-                    for bit in 0..8u32 {
-                        if byte & (0x80 >> bit) != 0 {
-                            let seq = u64::from(first) + 8 * i as u64 + u64::from(bit);
-                            if seq >= u64::from(b.packets) {
-                                return Err(RbudpError::Protocol(
-                                    "MISSING names a packet beyond the blast",
-                                ));
-                            }
-                            list.push(seq as u32);
-                        }
-                    }
-                }
-                if list.is_empty() {
-                    return Err(RbudpError::Protocol("MISSING without a missing packet"));
-                }
-                self.stats.reports_received += 1;
-                b.round += 1;
-                b.list = Some(list);
-                b.pos = 0;
-                b.state = OutState::Sending;
-            }
-            Control::Complete { blast } => {
-                let Some(b) = self.out.iter_mut().find(|b| b.id == blast) else {
-                    return Err(RbudpError::Protocol("COMPLETE for an unknown blast"));
-                };
-                if b.state == OutState::Delivered {
-                    return Err(RbudpError::Protocol("second COMPLETE"));
-                }
-                b.state = OutState::Delivered;
-                b.data = Vec::new();
-                b.list = None;
-                self.stats.blasts_delivered += 1;
-                self.events.push_back(RbudpEvent::Delivered { blast });
-            }
-            Control::Release { blast } => {
-                let Some(i) = self.out.iter().position(|b| b.id == blast) else {
-                    return Err(RbudpError::Protocol("RELEASE for an unknown blast"));
-                };
-                if self.out[i].state != OutState::Delivered {
-                    return Err(RbudpError::Protocol("RELEASE before COMPLETE"));
-                }
-                let b = self.out.remove(i).expect("index found");
-                self.peer_window_used -= b.length;
-                self.events.push_back(RbudpEvent::Released { blast });
+            } => self.on_missing(blast, round, first, &bitmap),
+            Control::Complete { blast } => self.on_complete(blast),
+            Control::Release { blast } => self.on_release(blast),
+        }
+    }
+
+    /// The peer's SESSION: where its datagrams go; blasts may start.
+    fn on_session(
+        &mut self,
+        session: u32,
+        addr: Option<IpAddr>,
+        port: u16,
+        max_datagram: u16,
+        window: u64,
+    ) -> Result<(), RbudpError> {
+        if self.peer.is_some() {
+            return Err(RbudpError::Protocol("second SESSION"));
+        }
+        self.peer = Some(PeerSession {
+            session,
+            token: session_token(&self.secret, self.role.peer(), session),
+            port,
+            max_datagram: max_datagram as usize,
+            window,
+        });
+        self.events.push_back(RbudpEvent::Ready { addr, port });
+        Ok(())
+    }
+
+    /// Receiver: the peer announces its next blast.
+    fn on_blast_start(
+        &mut self,
+        blast: u32,
+        stream: u32,
+        offset: u64,
+        length: u32,
+        chunk: u16,
+    ) -> Result<(), RbudpError> {
+        if blast != self.last_announced.wrapping_add(1).max(1) {
+            return Err(RbudpError::Protocol("blast ids out of sequence"));
+        }
+        if chunk as usize + DATAGRAM_HEADER_LEN > self.config.datagram_size {
+            return Err(RbudpError::Protocol("chunk larger than our datagrams"));
+        }
+        let packets = (length as usize).div_ceil(chunk as usize);
+        if packets > MAX_BLAST_PACKETS as usize {
+            return Err(RbudpError::Protocol("blast has too many packets"));
+        }
+        let length64 = u64::from(length);
+        if self.window_used + length64 > self.config.receive_window {
+            return Err(RbudpError::Window {
+                used: self.window_used,
+                length: length64,
+                window: self.config.receive_window,
+            });
+        }
+        self.last_announced = blast;
+        self.window_used += length64;
+        self.inb.push_back(InBlast {
+            id: blast,
+            stream,
+            data: Some(vec![0u8; length as usize]),
+            length: length as usize,
+            chunk: chunk as usize,
+            packets: packets as u32,
+            have: vec![0u64; packets.div_ceil(64)],
+            missing: packets as u32,
+            report: None,
+        });
+        self.events.push_back(RbudpEvent::Announced {
+            blast,
+            stream,
+            offset,
+            length,
+        });
+        Ok(())
+    }
+
+    /// Receiver: the peer sent a round; report what is missing after
+    /// `report_delay`.
+    fn on_blast_done(&mut self, now: u64, blast: u32, round: u32) -> Result<(), RbudpError> {
+        if !self.announced(blast) {
+            return Err(RbudpError::Protocol(
+                "BLAST_DONE for a blast never announced",
+            ));
+        }
+        let delay = self.config.report_delay;
+        if let Some(b) = self.inb.iter_mut().find(|b| b.id == blast) {
+            if b.missing > 0 {
+                b.report = Some((now.saturating_add(delay), round));
             }
         }
+        // Complete or released: COMPLETE was sent already.
+        Ok(())
+    }
+
+    /// Sender: the peer misses these packets of the round it answers;
+    /// they are the next round.
+    fn on_missing(
+        &mut self,
+        blast: u32,
+        round: u32,
+        first: u32,
+        bitmap: &[u8],
+    ) -> Result<(), RbudpError> {
+        let Some(b) = self.out.iter_mut().find(|b| b.id == blast) else {
+            return Err(RbudpError::Protocol("MISSING for an unknown blast"));
+        };
+        if b.state == OutState::Delivered {
+            return Err(RbudpError::Protocol("MISSING after COMPLETE"));
+        }
+        if b.state != OutState::Reported || round != b.round {
+            return Err(RbudpError::Protocol("MISSING for a round not reported"));
+        }
+        let list = missing_list(first, bitmap, b.packets)?;
+        self.stats.reports_received += 1;
+        b.round += 1;
+        b.list = Some(list);
+        b.pos = 0;
+        b.state = OutState::Sending;
+        Ok(())
+    }
+
+    /// Sender: the peer has every packet of the blast.
+    fn on_complete(&mut self, blast: u32) -> Result<(), RbudpError> {
+        let Some(b) = self.out.iter_mut().find(|b| b.id == blast) else {
+            return Err(RbudpError::Protocol("COMPLETE for an unknown blast"));
+        };
+        if b.state == OutState::Delivered {
+            return Err(RbudpError::Protocol("second COMPLETE"));
+        }
+        b.state = OutState::Delivered;
+        b.data = Vec::new();
+        b.list = None;
+        self.stats.blasts_delivered += 1;
+        self.events.push_back(RbudpEvent::Delivered { blast });
+        Ok(())
+    }
+
+    /// Sender: the peer delivered the blast and freed its window.
+    fn on_release(&mut self, blast: u32) -> Result<(), RbudpError> {
+        let Some(i) = self.out.iter().position(|b| b.id == blast) else {
+            return Err(RbudpError::Protocol("RELEASE for an unknown blast"));
+        };
+        if self.out[i].state != OutState::Delivered {
+            return Err(RbudpError::Protocol("RELEASE before COMPLETE"));
+        }
+        let b = self.out.remove(i).expect("index found");
+        self.peer_window_used -= b.length;
+        self.events.push_back(RbudpEvent::Released { blast });
         Ok(())
     }
 
@@ -1432,6 +1471,30 @@ impl RbudpSession {
         }
         Some((size, port))
     }
+}
+
+/// The packets a MISSING bitmap names (bit i, most significant first:
+/// packet `first + i`), in order; each must be one of the blast's
+/// `packets`, and at least one must be named.
+fn missing_list(first: u32, bitmap: &[u8], packets: u32) -> Result<Vec<u32>, RbudpError> {
+    let mut list = Vec::new();
+    for (i, &byte) in bitmap.iter().enumerate() {
+        for bit in 0..8u32 {
+            if byte & (0x80 >> bit) != 0 {
+                let seq = u64::from(first) + 8 * i as u64 + u64::from(bit);
+                if seq >= u64::from(packets) {
+                    return Err(RbudpError::Protocol(
+                        "MISSING names a packet beyond the blast",
+                    ));
+                }
+                list.push(seq as u32);
+            }
+        }
+    }
+    if list.is_empty() {
+        return Err(RbudpError::Protocol("MISSING without a missing packet"));
+    }
+    Ok(list)
 }
 
 /// The bitmap of a blast's missing packets: from the first missing one
