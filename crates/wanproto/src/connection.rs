@@ -527,6 +527,27 @@ impl Stream {
     }
 }
 
+/// What one `poll_transmit` call may still emit: `out` grew from `start`,
+/// against `max_len`.
+#[derive(Clone, Copy, Debug)]
+struct Room {
+    start: usize,
+    max_len: usize,
+}
+
+impl Room {
+    /// Bytes emitted in this call.
+    fn used(self, out: &[u8]) -> usize {
+        out.len() - self.start
+    }
+
+    /// Whether a frame of `len` bytes goes out now: it fits, or it is the
+    /// first of the call (a control frame is never cut).
+    fn fits(self, out: &[u8], len: usize) -> bool {
+        self.used(out) == 0 || self.used(out) + len <= self.max_len
+    }
+}
+
 /// One trunk connection. See the [module documentation](self).
 #[derive(Debug)]
 pub struct TrunkConnection {
@@ -1186,137 +1207,180 @@ impl TrunkConnection {
 
     fn handle_stream_frame(&mut self, now: u64, f: Frame<'_>) -> Result<(), ConnectionError> {
         match f {
-            Frame::Hello(_) | Frame::Auth { .. } => {
-                return Err(ConnectionError::Protocol(
-                    "handshake frame after the handshake",
-                ))
-            }
+            Frame::Hello(_) | Frame::Auth { .. } => Err(ConnectionError::Protocol(
+                "handshake frame after the handshake",
+            )),
             Frame::GoAway { .. } => unreachable!("handled before"),
-            Frame::Ping { payload } => self.pong_pending = Some(payload),
-            Frame::Rbudp { payload } => self.events.push_back(Event::Rbudp {
-                message: payload.to_vec(),
-            }),
+            Frame::Ping { payload } => {
+                self.pong_pending = Some(payload);
+                Ok(())
+            }
+            Frame::Rbudp { payload } => {
+                self.events.push_back(Event::Rbudp {
+                    message: payload.to_vec(),
+                });
+                Ok(())
+            }
             Frame::Pong { payload } => {
-                if let Some((seq, Some(sent))) = self.ping_outstanding {
-                    if payload == seq.to_be_bytes() {
-                        self.rtt = Some(now.saturating_sub(sent));
-                        self.ping_outstanding = None;
-                    }
-                }
+                self.on_pong(now, payload);
+                Ok(())
             }
             Frame::Open {
                 stream,
                 destination,
                 source,
                 blast,
-            } => {
-                if self.role.owns(stream) {
-                    return Err(ConnectionError::Protocol("OPEN with one of our stream ids"));
-                }
-                if stream <= self.last_peer_stream {
-                    return Err(ConnectionError::Protocol("stream id reused"));
-                }
-                self.last_peer_stream = stream;
-                if self.going_away_sent || self.going_away_received {
-                    self.stats.resets_sent += 1;
-                    self.push_frame(&Frame::Reset {
-                        stream,
-                        reason: Reason::ShuttingDown,
-                    });
-                    return Ok(());
-                }
-                if self.remote_streams >= self.config.max_streams {
-                    return Err(ConnectionError::StreamLimit(self.config.max_streams));
-                }
-                let peer_window = self.peer.as_ref().map_or(0, |p| p.initial_window);
-                let s = Stream::new(
-                    false,
-                    u64::from(peer_window),
-                    u64::from(self.config.min_stream_window),
-                );
-                self.streams.insert(stream, s);
-                self.remote_streams += 1;
-                self.stats.streams_opened_remote += 1;
-                self.events.push_back(Event::StreamOpened {
-                    stream,
-                    destination,
-                    source,
-                    blast,
-                });
-            }
-            Frame::OpenOk { stream } => {
-                let Some(s) = self.target(stream)? else {
-                    return Ok(());
-                };
-                if !s.local || s.accepted {
-                    return Err(ConnectionError::Protocol("unexpected OPEN_OK"));
-                }
-                s.accepted = true;
-                self.events.push_back(Event::StreamAccepted { stream });
-            }
-            Frame::Data { stream, payload } => {
-                let len = payload.len() as u64;
-                self.stats.data_received += len;
-                let Some(s) = self.target(stream)? else {
-                    return Ok(());
-                };
-                if s.local && !s.accepted {
-                    return Err(ConnectionError::Protocol("DATA before OPEN_OK"));
-                }
-                if s.recv_fin {
-                    return Err(ConnectionError::Protocol("DATA after FIN"));
-                }
-                if len > s.recv_credit {
-                    return Err(ConnectionError::FlowControl(stream));
-                }
-                s.recv_credit -= len;
-                s.recv_buf.extend(payload);
-                s.stats.bytes_received += len;
-                if !s.readable_notified {
-                    s.readable_notified = true;
-                    self.events.push_back(Event::StreamReadable { stream });
-                }
-            }
-            Frame::WindowUpdate { stream, increment } => {
-                let Some(s) = self.target(stream)? else {
-                    return Ok(());
-                };
-                let credit = s.send_credit + u64::from(increment);
-                if credit > u64::from(MAX_WINDOW) {
-                    return Err(ConnectionError::FlowControl(stream));
-                }
-                s.send_credit = credit;
-                self.schedule_send(stream);
-            }
-            Frame::Fin { stream } => {
-                let Some(s) = self.target(stream)? else {
-                    return Ok(());
-                };
-                if s.local && !s.accepted {
-                    return Err(ConnectionError::Protocol("FIN before OPEN_OK"));
-                }
-                if s.recv_fin {
-                    return Err(ConnectionError::Protocol("second FIN"));
-                }
-                s.recv_fin = true;
-                // Credit the peer can no longer use goes back to the pool.
-                s.recv_credit = 0;
-                s.window_pending = 0;
-                if !s.readable_notified {
-                    s.readable_notified = true;
-                    self.events.push_back(Event::StreamReadable { stream });
-                }
-                self.update_extra(stream);
-            }
-            Frame::Reset { stream, reason } => {
-                if self.target(stream)?.is_none() {
-                    return Ok(());
-                }
-                self.stats.resets_received += 1;
-                self.remove_stream(stream);
-                self.events.push_back(Event::StreamReset { stream, reason });
+            } => self.on_open(stream, destination, source, blast),
+            Frame::OpenOk { stream } => self.on_open_ok(stream),
+            Frame::Data { stream, payload } => self.on_data(stream, payload),
+            Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
+            Frame::Fin { stream } => self.on_fin(stream),
+            Frame::Reset { stream, reason } => self.on_reset(stream, reason),
+        }
+    }
+
+    /// PONG: the round trip of our outstanding PING, if it answers it.
+    fn on_pong(&mut self, now: u64, payload: [u8; 8]) {
+        if let Some((seq, Some(sent))) = self.ping_outstanding {
+            if payload == seq.to_be_bytes() {
+                self.rtt = Some(now.saturating_sub(sent));
+                self.ping_outstanding = None;
             }
         }
+    }
+
+    /// OPEN: a new stream of the peer's, refused while going away.
+    fn on_open(
+        &mut self,
+        stream: StreamId,
+        destination: SocketAddr,
+        source: SocketAddr,
+        blast: Option<BlastRequest>,
+    ) -> Result<(), ConnectionError> {
+        if self.role.owns(stream) {
+            return Err(ConnectionError::Protocol("OPEN with one of our stream ids"));
+        }
+        if stream <= self.last_peer_stream {
+            return Err(ConnectionError::Protocol("stream id reused"));
+        }
+        self.last_peer_stream = stream;
+        if self.going_away_sent || self.going_away_received {
+            self.stats.resets_sent += 1;
+            self.push_frame(&Frame::Reset {
+                stream,
+                reason: Reason::ShuttingDown,
+            });
+            return Ok(());
+        }
+        if self.remote_streams >= self.config.max_streams {
+            return Err(ConnectionError::StreamLimit(self.config.max_streams));
+        }
+        let peer_window = self.peer.as_ref().map_or(0, |p| p.initial_window);
+        let s = Stream::new(
+            false,
+            u64::from(peer_window),
+            u64::from(self.config.min_stream_window),
+        );
+        self.streams.insert(stream, s);
+        self.remote_streams += 1;
+        self.stats.streams_opened_remote += 1;
+        self.events.push_back(Event::StreamOpened {
+            stream,
+            destination,
+            source,
+            blast,
+        });
+        Ok(())
+    }
+
+    /// OPEN_OK: the far relay accepted a stream we opened.
+    fn on_open_ok(&mut self, stream: StreamId) -> Result<(), ConnectionError> {
+        let Some(s) = self.target(stream)? else {
+            return Ok(());
+        };
+        if !s.local || s.accepted {
+            return Err(ConnectionError::Protocol("unexpected OPEN_OK"));
+        }
+        s.accepted = true;
+        self.events.push_back(Event::StreamAccepted { stream });
+        Ok(())
+    }
+
+    /// DATA: bytes within the stream's credit.
+    fn on_data(&mut self, stream: StreamId, payload: &[u8]) -> Result<(), ConnectionError> {
+        let len = payload.len() as u64;
+        self.stats.data_received += len;
+        let Some(s) = self.target(stream)? else {
+            return Ok(());
+        };
+        if s.local && !s.accepted {
+            return Err(ConnectionError::Protocol("DATA before OPEN_OK"));
+        }
+        if s.recv_fin {
+            return Err(ConnectionError::Protocol("DATA after FIN"));
+        }
+        if len > s.recv_credit {
+            return Err(ConnectionError::FlowControl(stream));
+        }
+        s.recv_credit -= len;
+        s.recv_buf.extend(payload);
+        s.stats.bytes_received += len;
+        if !s.readable_notified {
+            s.readable_notified = true;
+            self.events.push_back(Event::StreamReadable { stream });
+        }
+        Ok(())
+    }
+
+    /// WINDOW_UPDATE: more credit to send on a stream.
+    fn on_window_update(
+        &mut self,
+        stream: StreamId,
+        increment: u32,
+    ) -> Result<(), ConnectionError> {
+        let Some(s) = self.target(stream)? else {
+            return Ok(());
+        };
+        let credit = s.send_credit + u64::from(increment);
+        if credit > u64::from(MAX_WINDOW) {
+            return Err(ConnectionError::FlowControl(stream));
+        }
+        s.send_credit = credit;
+        self.schedule_send(stream);
+        Ok(())
+    }
+
+    /// FIN: the peer's direction of a stream is finished.
+    fn on_fin(&mut self, stream: StreamId) -> Result<(), ConnectionError> {
+        let Some(s) = self.target(stream)? else {
+            return Ok(());
+        };
+        if s.local && !s.accepted {
+            return Err(ConnectionError::Protocol("FIN before OPEN_OK"));
+        }
+        if s.recv_fin {
+            return Err(ConnectionError::Protocol("second FIN"));
+        }
+        s.recv_fin = true;
+        // Credit the peer can no longer use goes back to the pool.
+        s.recv_credit = 0;
+        s.window_pending = 0;
+        if !s.readable_notified {
+            s.readable_notified = true;
+            self.events.push_back(Event::StreamReadable { stream });
+        }
+        self.update_extra(stream);
+        Ok(())
+    }
+
+    /// RESET: the peer aborted a stream; it is gone.
+    fn on_reset(&mut self, stream: StreamId, reason: Reason) -> Result<(), ConnectionError> {
+        if self.target(stream)?.is_none() {
+            return Ok(());
+        }
+        self.stats.resets_received += 1;
+        self.remove_stream(stream);
+        self.events.push_back(Event::StreamReset { stream, reason });
         Ok(())
     }
 
@@ -1393,34 +1457,52 @@ impl TrunkConnection {
         self.push_control(b);
     }
 
+    /// Control frames first (the queue, then PONG and PING, then each
+    /// stream's OPEN, OPEN_OK and WINDOW_UPDATE), then DATA and FIN round
+    /// robin; stops at the first frame that does not fit.
     fn transmit(&mut self, now: u64, out: &mut Vec<u8>, max_len: usize) -> usize {
-        let start = out.len();
-        let used = |out: &Vec<u8>| out.len() - start;
-        let fits = |out: &Vec<u8>, len: usize| used(out) == 0 || used(out) + len <= max_len;
+        let room = Room {
+            start: out.len(),
+            max_len,
+        };
+        if self.transmit_control_queue(out, room)
+            && self.state == State::Established
+            && self.transmit_ping_pong(now, out, room)
+            && self.transmit_stream_control(out, room)
+        {
+            self.transmit_data(out, room);
+        }
+        room.used(out)
+    }
 
+    /// The queued control frames (handshake, RESET, GOAWAY, RBUDP); false
+    /// if one did not fit.
+    fn transmit_control_queue(&mut self, out: &mut Vec<u8>, room: Room) -> bool {
         while let Some(front) = self.control.front() {
-            if !fits(out, front.len()) {
-                return used(out);
+            if !room.fits(out, front.len()) {
+                return false;
             }
             let b = self.control.pop_front().expect("front exists");
             self.control_bytes -= b.len();
             out.extend_from_slice(&b);
             self.stats.frames_sent += 1;
         }
-        if self.state != State::Established {
-            return used(out);
-        }
+        true
+    }
+
+    /// The pending PONG, then our keepalive PING; false if one did not fit.
+    fn transmit_ping_pong(&mut self, now: u64, out: &mut Vec<u8>, room: Room) -> bool {
         if let Some(payload) = self.pong_pending {
-            if !fits(out, FRAME_HEADER_LEN + 8) {
-                return used(out);
+            if !room.fits(out, FRAME_HEADER_LEN + 8) {
+                return false;
             }
             Frame::Pong { payload }.encode(out);
             self.stats.frames_sent += 1;
             self.pong_pending = None;
         }
         if self.ping_pending {
-            if !fits(out, FRAME_HEADER_LEN + 8) {
-                return used(out);
+            if !room.fits(out, FRAME_HEADER_LEN + 8) {
+                return false;
             }
             let seq = self.ping_seq;
             Frame::Ping {
@@ -1431,6 +1513,12 @@ impl TrunkConnection {
             self.ping_pending = false;
             self.ping_outstanding = Some((seq, Some(now)));
         }
+        true
+    }
+
+    /// Each scheduled stream's OPEN, OPEN_OK and WINDOW_UPDATE, together;
+    /// false if a stream's did not fit.
+    fn transmit_stream_control(&mut self, out: &mut Vec<u8>, room: Room) -> bool {
         while let Some(&id) = self.ctrl_queue.front() {
             let Some(s) = self.streams.get_mut(&id) else {
                 self.ctrl_queue.pop_front();
@@ -1456,8 +1544,8 @@ impl TrunkConnection {
                 });
             }
             let len: usize = frames.iter().map(Frame::encoded_len).sum();
-            if !fits(out, len) {
-                return used(out);
+            if !room.fits(out, len) {
+                return false;
             }
             for f in &frames {
                 f.encode(out);
@@ -1473,9 +1561,15 @@ impl TrunkConnection {
             self.ctrl_queue.pop_front();
             self.schedule_send(id);
         }
-        let frame_cap = self.config.max_data_frame as usize;
-        let limit = self.config.stream_send_buffer as usize;
-        while used(out) + FRAME_HEADER_LEN < max_len.max(FRAME_HEADER_LEN + 1) || used(out) == 0 {
+        true
+    }
+
+    /// DATA and FIN of the streams that may send, one frame per stream in
+    /// turn, while a frame with a payload byte still fits.
+    fn transmit_data(&mut self, out: &mut Vec<u8>, room: Room) {
+        while room.used(out) + FRAME_HEADER_LEN < room.max_len.max(FRAME_HEADER_LEN + 1)
+            || room.used(out) == 0
+        {
             let Some(id) = self.send_queue.pop_front() else {
                 break;
             };
@@ -1486,53 +1580,66 @@ impl TrunkConnection {
             if !s.sendable() {
                 continue;
             }
-            if s.send_buf.is_empty() {
-                if !fits(out, FRAME_HEADER_LEN) {
-                    s.in_send = true;
-                    self.send_queue.push_front(id);
-                    break;
-                }
-                Frame::Fin { stream: id }.encode(out);
-                self.stats.frames_sent += 1;
-                s.send_end = SendEnd::FinSent;
-                self.maybe_remove(id);
+            if !s.send_buf.is_empty() {
+                self.transmit_data_frame(id, out, room);
                 continue;
             }
-            let room = max_len.saturating_sub(used(out) + FRAME_HEADER_LEN).max(1);
-            let n = s
-                .send_buf
-                .len()
-                .min(frame_cap)
-                .min(room)
-                .min(s.send_credit as usize);
-            let (a, b) = s.send_buf.as_slices();
-            let payload: Vec<u8>;
-            let slice = if a.len() >= n {
-                &a[..n]
-            } else {
-                payload = a.iter().chain(b.iter()).take(n).copied().collect();
-                &payload[..]
-            };
-            Frame::Data {
-                stream: id,
-                payload: slice,
-            }
-            .encode(out);
-            s.send_buf.drain(..n);
-            s.send_credit -= n as u64;
-            s.stats.bytes_sent += n as u64;
-            self.stats.data_sent += n as u64;
-            self.stats.frames_sent += 1;
-            if s.write_blocked && s.send_buf.len() < limit {
-                s.write_blocked = false;
-                self.events.push_back(Event::StreamWritable { stream: id });
-            }
-            if s.sendable() {
+            if !room.fits(out, FRAME_HEADER_LEN) {
                 s.in_send = true;
-                self.send_queue.push_back(id);
+                self.send_queue.push_front(id);
+                break;
             }
+            Frame::Fin { stream: id }.encode(out);
+            self.stats.frames_sent += 1;
+            s.send_end = SendEnd::FinSent;
+            self.maybe_remove(id);
         }
-        used(out)
+    }
+
+    /// One DATA frame of a stream with bytes and credit: as much as the
+    /// frame size, the room and the credit allow (at least one byte).
+    fn transmit_data_frame(&mut self, id: StreamId, out: &mut Vec<u8>, room: Room) {
+        let frame_cap = self.config.max_data_frame as usize;
+        let limit = self.config.stream_send_buffer as usize;
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let space = room
+            .max_len
+            .saturating_sub(room.used(out) + FRAME_HEADER_LEN)
+            .max(1);
+        let n = s
+            .send_buf
+            .len()
+            .min(frame_cap)
+            .min(space)
+            .min(s.send_credit as usize);
+        let (a, b) = s.send_buf.as_slices();
+        let payload: Vec<u8>;
+        let slice = if a.len() >= n {
+            &a[..n]
+        } else {
+            payload = a.iter().chain(b.iter()).take(n).copied().collect();
+            &payload[..]
+        };
+        Frame::Data {
+            stream: id,
+            payload: slice,
+        }
+        .encode(out);
+        s.send_buf.drain(..n);
+        s.send_credit -= n as u64;
+        s.stats.bytes_sent += n as u64;
+        self.stats.data_sent += n as u64;
+        self.stats.frames_sent += 1;
+        if s.write_blocked && s.send_buf.len() < limit {
+            s.write_blocked = false;
+            self.events.push_back(Event::StreamWritable { stream: id });
+        }
+        if s.sendable() {
+            s.in_send = true;
+            self.send_queue.push_back(id);
+        }
     }
 
     // ----- internals: lifecycle -----------------------------------------
