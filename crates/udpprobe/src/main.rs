@@ -174,44 +174,65 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn send(args: &Args) -> Result<String, String> {
-    let to: SocketAddrV4 = args.need("to")?;
-    let size: usize = args.need("size")?;
-    let run: u64 = args.need("run")?;
-    let seconds = args.get::<f64>("seconds")?.map(|s| positive("seconds", s)).transpose()?;
-    let count: Option<u64> = args.get("count")?;
-    let pps = args.get::<f64>("pps")?.map(|p| positive("pps", p)).transpose()?;
-    let batch: usize = args.get("batch")?.unwrap_or(32);
-    let gso = match args.get::<String>("gso")?.as_deref() {
-        None | Some("off") => false,
-        Some("on") => true,
-        Some(v) => return Err(format!("--gso: expected on or off (got {v:?})")),
-    };
-    if !(HEADER..=MAX_PAYLOAD).contains(&size) {
-        return Err(format!("--size must be {HEADER}..{MAX_PAYLOAD} bytes of UDP payload (got {size})"));
+/// What `send` was asked to do, checked.
+struct SendPlan {
+    to: SocketAddrV4,
+    size: usize,
+    run: u64,
+    pps: Option<f64>,
+    batch: usize,
+    gso: bool,
+    /// Datagrams to send at most.
+    limit: u64,
+    /// Unpaced `--seconds`: how long to send.
+    duration: Option<Duration>,
+}
+
+impl SendPlan {
+    fn parse(args: &Args) -> Result<Self, String> {
+        let to: SocketAddrV4 = args.need("to")?;
+        let size: usize = args.need("size")?;
+        let run: u64 = args.need("run")?;
+        let seconds = args.get::<f64>("seconds")?.map(|s| positive("seconds", s)).transpose()?;
+        let count: Option<u64> = args.get("count")?;
+        let pps = args.get::<f64>("pps")?.map(|p| positive("pps", p)).transpose()?;
+        let batch: usize = args.get("batch")?.unwrap_or(32);
+        let gso = match args.get::<String>("gso")?.as_deref() {
+            None | Some("off") => false,
+            Some("on") => true,
+            Some(v) => return Err(format!("--gso: expected on or off (got {v:?})")),
+        };
+        if !(HEADER..=MAX_PAYLOAD).contains(&size) {
+            return Err(format!("--size must be {HEADER}..{MAX_PAYLOAD} bytes of UDP payload (got {size})"));
+        }
+        if seconds.is_none() && count.is_none() {
+            return Err("give --seconds or --count".into());
+        }
+        if !(1..=1024).contains(&batch) {
+            return Err(format!("--batch must be 1..1024 (got {batch})"));
+        }
+        // Paced for a duration: a fixed number of datagrams, so a sender that was
+        // short of CPU catches up (and takes longer) instead of sending fewer.
+        let limit = match (count, pps, seconds) {
+            (Some(c), _, _) => c,
+            (None, Some(p), Some(s)) => (p * s).ceil() as u64,
+            _ => u64::MAX,
+        };
+        let duration = match (count, pps) {
+            (None, None) => seconds.map(Duration::from_secs_f64),
+            _ => None,
+        };
+        Ok(SendPlan { to, size, run, pps, batch, gso, limit, duration })
     }
-    if seconds.is_none() && count.is_none() {
-        return Err("give --seconds or --count".into());
-    }
-    if !(1..=1024).contains(&batch) {
-        return Err(format!("--batch must be 1..1024 (got {batch})"));
-    }
-    // Paced for a duration: a fixed number of datagrams, so a sender that was
-    // short of CPU catches up (and takes longer) instead of sending fewer.
-    let limit = match (count, pps, seconds) {
-        (Some(c), _, _) => c,
-        (None, Some(p), Some(s)) => (p * s).ceil() as u64,
-        _ => u64::MAX,
-    };
-    let duration = match (count, pps) {
-        (None, None) => seconds.map(Duration::from_secs_f64),
-        _ => None,
-    };
+}
+
+/// A UDP socket connected to `to`, and how many datagrams one message carries
+/// (several with segmentation offload).
+fn open_sender(to: SocketAddrV4, size: usize, gso: bool) -> Result<(UdpSocket, usize), String> {
     let socket = UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("bind: {e}"))?;
     socket.connect(to).map_err(|e| format!("connect {to}: {e}"))?;
     // SAFETY: plain prctl; a finer timer slack only makes pacing sleeps shorter.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-    let fd = socket.as_raw_fd();
     // With UDP segmentation offload one message carries several datagrams that
     // the kernel splits every `size` bytes: fewer trips through the socket layer.
     let per_msg = if gso { (GSO_MAX_BYTES / size).clamp(1, GSO_MAX_SEGMENTS) } else { 1 };
@@ -219,62 +240,99 @@ fn send(args: &Args) -> Result<String, String> {
         let seg = size as libc::c_int;
         // SAFETY: setsockopt reads one c_int we own.
         let r = unsafe {
-            libc::setsockopt(fd, libc::SOL_UDP, libc::UDP_SEGMENT, (&seg as *const libc::c_int).cast(),
+            libc::setsockopt(socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_SEGMENT, (&seg as *const libc::c_int).cast(),
                              mem::size_of::<libc::c_int>() as libc::socklen_t)
         };
         if r != 0 {
             return Err(os_error("setsockopt UDP_SEGMENT"));
         }
     }
-    let mut bufs = vec![vec![0u8; size * per_msg]; batch];
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
-        .collect();
-    // SAFETY: zeroed mmsghdr is valid (null name, no control data).
-    let mut msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { mem::zeroed() }).collect();
-    let mut in_msg = vec![0u64; batch];
+    Ok((socket, per_msg))
+}
+
+/// The messages of one `sendmmsg` call: `batch` buffers of `per_msg`
+/// datagrams of `size` bytes each, and how many datagrams each message holds.
+struct SendBatch {
+    size: usize,
+    per_msg: usize,
+    bufs: Vec<Vec<u8>>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    in_msg: Vec<u64>,
+}
+
+impl SendBatch {
+    fn new(batch: usize, size: usize, per_msg: usize) -> Self {
+        let mut bufs = vec![vec![0u8; size * per_msg]; batch];
+        let iovs: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
+            .collect();
+        // SAFETY: zeroed mmsghdr is valid (null name, no control data).
+        let msgs: Vec<libc::mmsghdr> = (0..batch).map(|_| unsafe { mem::zeroed() }).collect();
+        SendBatch { size, per_msg, bufs, iovs, msgs, in_msg: vec![0u64; batch] }
+    }
+
+    /// Stamps datagrams `next..next + n` of run `run` into the messages;
+    /// returns how many messages they fill.
+    fn fill(&mut self, run: u64, next: u64, n: u64) -> usize {
+        let (size, per_msg) = (self.size, self.per_msg);
+        let (mut seq, mut filled) = (next, 0usize);
+        while seq < next + n {
+            let k = (next + n - seq).min(per_msg as u64);
+            for j in 0..k as usize {
+                stamp(&mut self.bufs[filled][j * size..], run, seq + j as u64);
+            }
+            self.iovs[filled].iov_len = k as usize * size;
+            self.msgs[filled].msg_hdr.msg_iov = &mut self.iovs[filled];
+            self.msgs[filled].msg_hdr.msg_iovlen = 1;
+            self.in_msg[filled] = k;
+            seq += k;
+            filled += 1;
+        }
+        filled
+    }
+}
+
+/// What `send` did.
+#[derive(Default)]
+struct SendCount {
+    sent: u64,
+    skipped: u64,
+    errors: u64,
+    last_error: String,
+}
+
+/// Sends the plan's datagrams through `batch`, paced from `start` if asked,
+/// until the limit or the duration.
+fn blast(plan: &SendPlan, fd: libc::c_int, batch: &mut SendBatch, start: Instant) -> SendCount {
+    let per_call = (plan.batch * batch.per_msg) as u64;
     // Paced: wake once per quantum, not once per packet (a wake-up costs more
     // than a datagram at these rates).
-    let quantum = pps.map_or(1, |p| ((p * PACING_QUANTUM.as_secs_f64()) as u64).clamp(1, (batch * per_msg) as u64));
-    let (mut sent, mut skipped, mut errors) = (0u64, 0u64, 0u64);
-    let mut last_error = String::new();
-    let cpu0 = cpu_seconds();
-    let start = Instant::now();
+    let quantum = plan.pps.map_or(1, |p| ((p * PACING_QUANTUM.as_secs_f64()) as u64).clamp(1, per_call));
+    let mut count = SendCount::default();
     loop {
         let elapsed = start.elapsed();
-        let next = sent + skipped;
-        if next >= limit || duration.is_some_and(|d| elapsed >= d) {
+        let next = count.sent + count.skipped;
+        if next >= plan.limit || plan.duration.is_some_and(|d| elapsed >= d) {
             break;
         }
-        let room = ((batch * per_msg) as u64).min(limit - next);
-        let n = match pps {
+        let room = per_call.min(plan.limit - next);
+        let n = match plan.pps {
             Some(p) => due(elapsed, p, next, room),
             None => room,
         };
         let burst = quantum.min(room);
         if n < burst {
-            let wake = due_at(next + burst - 1, pps.unwrap_or(1.0));
+            let wake = due_at(next + burst - 1, plan.pps.unwrap_or(1.0));
             std::thread::sleep(wake.saturating_sub(start.elapsed()));
             continue;
         }
-        let (mut seq, mut filled) = (next, 0usize);
-        while seq < next + n {
-            let k = (next + n - seq).min(per_msg as u64);
-            for j in 0..k as usize {
-                stamp(&mut bufs[filled][j * size..], run, seq + j as u64);
-            }
-            iovs[filled].iov_len = k as usize * size;
-            msgs[filled].msg_hdr.msg_iov = &mut iovs[filled];
-            msgs[filled].msg_hdr.msg_iovlen = 1;
-            in_msg[filled] = k;
-            seq += k;
-            filled += 1;
-        }
+        let filled = batch.fill(plan.run, next, n);
         // SAFETY: msgs[..filled] point at live buffers at least iov_len long.
-        let r = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), filled as libc::c_uint, 0) };
+        let r = unsafe { libc::sendmmsg(fd, batch.msgs.as_mut_ptr(), filled as libc::c_uint, 0) };
         if r >= 0 {
-            sent += in_msg[..r as usize].iter().sum::<u64>();
+            count.sent += batch.in_msg[..r as usize].iter().sum::<u64>();
             continue;
         }
         let e = io::Error::last_os_error();
@@ -282,11 +340,22 @@ fn send(args: &Args) -> Result<String, String> {
             continue;
         }
         // ENOBUFS, ECONNREFUSED (an ICMP from the far end), ...: skip one message and go on.
-        skipped += in_msg[0];
-        errors += in_msg[0];
-        last_error = e.to_string();
+        count.skipped += batch.in_msg[0];
+        count.errors += batch.in_msg[0];
+        count.last_error = e.to_string();
     }
+    count
+}
+
+fn send(args: &Args) -> Result<String, String> {
+    let plan = SendPlan::parse(args)?;
+    let (socket, per_msg) = open_sender(plan.to, plan.size, plan.gso)?;
+    let mut batch = SendBatch::new(plan.batch, plan.size, per_msg);
+    let cpu0 = cpu_seconds();
+    let start = Instant::now();
+    let SendCount { sent, errors, last_error, .. } = blast(&plan, socket.as_raw_fd(), &mut batch, start);
     let seconds = start.elapsed().as_secs_f64();
+    let size = plan.size;
     Ok(format!(
         "{{\"sent\":{sent},\"send_errors\":{errors},\"last_error\":{last_error:?},\"payload_bytes\":{size},\
          \"seconds\":{seconds:.6},\"cpu_seconds\":{:.3}}}",
@@ -294,12 +363,9 @@ fn send(args: &Args) -> Result<String, String> {
     ))
 }
 
-fn recv(args: &Args) -> Result<String, String> {
-    let bind: SocketAddr = args.need("bind")?;
-    let run: u64 = args.need("run")?;
-    let wait = Duration::from_secs_f64(positive("wait", args.get("wait")?.unwrap_or(10.0))?);
-    let idle = Duration::from_secs_f64(positive("idle", args.get("idle")?.unwrap_or(1.0))?);
-    let max = Duration::from_secs_f64(positive("max-seconds", args.get("max-seconds")?.unwrap_or(600.0))?);
+/// A UDP socket bound to `bind` with a large receive buffer, whose receives
+/// time out every `RECV_TICK`.
+fn open_receiver(bind: SocketAddr) -> Result<UdpSocket, String> {
     let socket = UdpSocket::bind(bind).map_err(|e| format!("bind {bind}: {e}"))?;
     socket.set_read_timeout(Some(RECV_TICK)).map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
     let fd = socket.as_raw_fd();
@@ -311,27 +377,84 @@ fn recv(args: &Args) -> Result<String, String> {
             break;
         }
     }
+    Ok(socket)
+}
+
+/// The messages of one `recvmmsg` call: `RECV_BATCH` buffers of the largest
+/// payload.
+struct RecvBatch {
+    bufs: Vec<Vec<u8>>,
+    _iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+impl RecvBatch {
+    fn new() -> Self {
+        let mut bufs = vec![vec![0u8; MAX_PAYLOAD]; RECV_BATCH];
+        let mut iovs: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
+            .collect();
+        // SAFETY: zeroed mmsghdr is valid (null name, no control data).
+        let mut msgs: Vec<libc::mmsghdr> = (0..RECV_BATCH).map(|_| unsafe { mem::zeroed() }).collect();
+        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        RecvBatch { bufs, _iovs: iovs, msgs }
+    }
+}
+
+/// What `recv` counted of its run, and when its first and last datagrams came.
+#[derive(Default)]
+struct RecvCount {
+    tally: Tally,
+    received: u64,
+    foreign: u64,
+    bytes: u64,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl RecvCount {
+    /// Counts the `r` datagrams a `recvmmsg` call left in `batch`.
+    fn record(&mut self, batch: &RecvBatch, r: usize, run: u64) {
+        let now = Instant::now();
+        for (m, b) in batch.msgs.iter().zip(batch.bufs.iter()).take(r) {
+            let len = m.msg_len as usize;
+            match read_stamp(&b[..len]) {
+                Some((id, seq)) if id == run => {
+                    self.received += 1;
+                    self.bytes += len as u64;
+                    self.tally.record(seq);
+                }
+                _ => self.foreign += 1,
+            }
+        }
+        if self.received > 0 {
+            self.first.get_or_insert(now);
+            self.last = Some(now);
+        }
+    }
+}
+
+fn recv(args: &Args) -> Result<String, String> {
+    let bind: SocketAddr = args.need("bind")?;
+    let run: u64 = args.need("run")?;
+    let wait = Duration::from_secs_f64(positive("wait", args.get("wait")?.unwrap_or(10.0))?);
+    let idle = Duration::from_secs_f64(positive("idle", args.get("idle")?.unwrap_or(1.0))?);
+    let max = Duration::from_secs_f64(positive("max-seconds", args.get("max-seconds")?.unwrap_or(600.0))?);
+    let socket = open_receiver(bind)?;
+    let fd = socket.as_raw_fd();
     println!("{{\"ready\":true}}");
     io::stdout().flush().map_err(|e| format!("stdout: {e}"))?;
-    let mut bufs = vec![vec![0u8; MAX_PAYLOAD]; RECV_BATCH];
-    let mut iovs: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
-        .collect();
-    // SAFETY: zeroed mmsghdr is valid (null name, no control data).
-    let mut msgs: Vec<libc::mmsghdr> = (0..RECV_BATCH).map(|_| unsafe { mem::zeroed() }).collect();
-    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-        m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
-    }
-    let mut tally = Tally::default();
-    let (mut received, mut foreign, mut bytes) = (0u64, 0u64, 0u64);
-    let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
+    let mut batch = RecvBatch::new();
+    let mut count = RecvCount::default();
     let cpu0 = cpu_seconds();
     let start = Instant::now();
     loop {
         let now = Instant::now();
-        let quiet = match last {
+        let quiet = match count.last {
             Some(t) => now - t >= idle,
             None => now - start >= wait,
         };
@@ -340,7 +463,7 @@ fn recv(args: &Args) -> Result<String, String> {
         }
         // SAFETY: msgs point at RECV_BATCH live buffers of MAX_PAYLOAD bytes.
         let r = unsafe {
-            libc::recvmmsg(fd, msgs.as_mut_ptr(), RECV_BATCH as libc::c_uint, libc::MSG_WAITFORONE, std::ptr::null_mut())
+            libc::recvmmsg(fd, batch.msgs.as_mut_ptr(), RECV_BATCH as libc::c_uint, libc::MSG_WAITFORONE, std::ptr::null_mut())
         };
         if r < 0 {
             let e = io::Error::last_os_error();
@@ -349,27 +472,13 @@ fn recv(args: &Args) -> Result<String, String> {
                 _ => return Err(os_error("recvmmsg")),
             }
         }
-        let now = Instant::now();
-        for (m, b) in msgs.iter().zip(bufs.iter()).take(r as usize) {
-            let len = m.msg_len as usize;
-            match read_stamp(&b[..len]) {
-                Some((id, seq)) if id == run => {
-                    received += 1;
-                    bytes += len as u64;
-                    tally.record(seq);
-                }
-                _ => foreign += 1,
-            }
-        }
-        if received > 0 {
-            first.get_or_insert(now);
-            last = Some(now);
-        }
+        count.record(&batch, r as usize, run);
     }
-    let span = match (first, last) {
+    let span = match (count.first, count.last) {
         (Some(f), Some(l)) => (l - f).as_secs_f64(),
         _ => 0.0,
     };
+    let RecvCount { tally, received, foreign, bytes, .. } = count;
     Ok(format!(
         "{{\"received\":{received},\"unique\":{},\"duplicates\":{},\"reordered\":{},\"untracked\":{},\
          \"foreign\":{foreign},\"payload_bytes\":{bytes},\"seconds\":{span:.6},\"cpu_seconds\":{:.3}}}",

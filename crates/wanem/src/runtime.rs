@@ -212,12 +212,12 @@ struct Runtime {
 
 const END_NAMES: [&str; 2] = ["a", "b"];
 
-/// Starts wanem and serves until SIGINT/SIGTERM.
-///
-/// # Errors
-/// See [`RunError`]; [`RunError::exit_code`] tells startup from runtime errors.
-pub fn run(opts: &Options) -> Result<(), RunError> {
-    let config = Config::load(&opts.config)?;
+/// Every link's TUN devices (`[end a, end b]`), their names, and the
+/// largest MTU of any device or link (the packet buffer size).
+type AttachedLinks = (Vec<[Tun; 2]>, Vec<[String; 2]>, u64);
+
+/// Attaches every link's two TUN devices in their namespaces.
+fn attach_links(config: &Config) -> Result<AttachedLinks, RunError> {
     let home = NetnsHome::open().map_err(|source| RunError::Attach {
         link: config.links[0].name.clone(),
         end: "a",
@@ -251,6 +251,16 @@ pub fn run(opts: &Options) -> Result<(), RunError> {
         devs.push([link.a.dev.clone(), link.b.dev.clone()]);
     }
     drop(home);
+    Ok((tuns, devs, buffer_size))
+}
+
+/// Starts wanem and serves until SIGINT/SIGTERM.
+///
+/// # Errors
+/// See [`RunError`]; [`RunError::exit_code`] tells startup from runtime errors.
+pub fn run(opts: &Options) -> Result<(), RunError> {
+    let config = Config::load(&opts.config)?;
+    let (tuns, devs, buffer_size) = attach_links(&config)?;
     let signals = SignalFd::termination().map_err(RunError::Signal)?;
     if let Err(e) = sys::set_timer_slack(1) {
         eprintln!("wanem: warning: PR_SET_TIMERSLACK: {e}");

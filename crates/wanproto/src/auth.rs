@@ -26,7 +26,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use thiserror::Error;
 
-use crate::frame::{Role, MAC_LEN};
+use crate::wire::{Role, MAC_LEN};
 
 type HmacSha256 = Hmac<Sha256>;
 

@@ -33,34 +33,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use thiserror::Error;
 
-use crate::preamble::{BlastRequest, BlastRequestError, BLAST_REQUEST_LEN};
-use crate::reason::{CloseCode, Reason};
-use crate::Decoded;
+pub use crate::wire::{
+    Role, StreamId, FRAME_HEADER_LEN, MAC_LEN, MAX_DATA_PAYLOAD, MAX_HELLO_LEN, MAX_NAME_LEN,
+    MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN, TRUNK_MAGIC, TRUNK_VERSION,
+};
 
-/// Length of a frame header.
-pub const FRAME_HEADER_LEN: usize = 10;
-/// Largest DATA payload (and so the largest frame payload of any type).
-pub const MAX_DATA_PAYLOAD: usize = 65_536;
-/// Largest flow-control window and WINDOW_UPDATE increment: 2^31 - 1.
-pub const MAX_WINDOW: u32 = (1 << 31) - 1;
-/// The first four bytes of a HELLO payload: "WANT".
-pub const TRUNK_MAGIC: [u8; 4] = *b"WANT";
-/// The trunk protocol version.
-pub const TRUNK_VERSION: u8 = 1;
-/// Length of a HELLO nonce.
-pub const NONCE_LEN: usize = 32;
-/// Length of an AUTH MAC.
-pub const MAC_LEN: usize = 32;
-/// Longest relay or cluster name.
-pub const MAX_NAME_LEN: usize = 64;
-/// Fixed part of a HELLO payload (without the two names).
-const HELLO_FIXED_LEN: usize = 50;
-/// Largest HELLO payload.
-pub const MAX_HELLO_LEN: usize = HELLO_FIXED_LEN + 2 * MAX_NAME_LEN;
-/// Length of an OPEN payload without a blast request.
-const OPEN_LEN: usize = 38;
-/// Length of an OPEN payload with a blast request.
-const OPEN_BLAST_LEN: usize = OPEN_LEN + BLAST_REQUEST_LEN;
+use crate::blast_request::{BlastRequest, BlastRequestError};
+use crate::reason::{CloseCode, Reason};
+use crate::wire::{Decoded, HELLO_FIXED_LEN, OPEN_BLAST_LEN, OPEN_LEN};
 
 const T_HELLO: u8 = 0x01;
 const T_AUTH: u8 = 0x02;
@@ -74,47 +54,6 @@ const T_PING: u8 = 0x20;
 const T_PONG: u8 = 0x21;
 const T_GOAWAY: u8 = 0x22;
 const T_RBUDP: u8 = 0x30;
-
-/// A stream id: non-zero. Streams opened by the connection's initiator
-/// (the relay that connected) are odd, by the acceptor even.
-pub type StreamId = u32;
-
-/// Which end of a trunk connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// The relay that made the TCP connection (role byte 1, odd stream ids).
-    Initiator,
-    /// The relay that accepted it (role byte 2, even stream ids).
-    Acceptor,
-}
-
-impl Role {
-    /// The role byte in HELLO.
-    pub fn code(self) -> u8 {
-        match self {
-            Role::Initiator => 1,
-            Role::Acceptor => 2,
-        }
-    }
-
-    /// The other end.
-    pub fn peer(self) -> Role {
-        match self {
-            Role::Initiator => Role::Acceptor,
-            Role::Acceptor => Role::Initiator,
-        }
-    }
-
-    /// The first stream id this role opens (1 or 2).
-    pub fn first_stream_id(self) -> StreamId {
-        self.code() as StreamId
-    }
-
-    /// Whether `id` belongs to streams this role opens.
-    pub fn owns(self, id: StreamId) -> bool {
-        (id % 2 == 1) == (self == Role::Initiator)
-    }
-}
 
 /// The first frame each side sends.
 ///
@@ -151,9 +90,6 @@ pub struct Hello {
     /// Sender's cluster name.
     pub cluster: String,
 }
-
-/// Smallest initial window a HELLO may announce.
-pub const MIN_INITIAL_WINDOW: u32 = 1024;
 
 /// One decoded frame. DATA borrows its payload from the input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -343,6 +279,29 @@ fn frame_rule(ty: u8) -> Option<(usize, usize, bool)> {
 /// A [`FrameError`] as soon as the bytes present are invalid: the header
 /// is checked byte by byte before any payload is awaited.
 pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
+    let header = match decode_header(buf)? {
+        Decoded::NeedMore(n) => return Ok(Decoded::NeedMore(n)),
+        Decoded::Complete(header, _) => header,
+    };
+    let total = FRAME_HEADER_LEN + header.len;
+    if buf.len() < total {
+        return Ok(Decoded::NeedMore(total - buf.len()));
+    }
+    let frame = decode_payload(&header, &buf[FRAME_HEADER_LEN..total])?;
+    Ok(Decoded::Complete(frame, total))
+}
+
+/// A frame header that passed the checks of its type.
+struct Header {
+    ty: u8,
+    stream: StreamId,
+    /// Payload length, allowed for the type.
+    len: usize,
+}
+
+/// Checks a frame header byte by byte as far as `buf` goes: the type and
+/// flags first, then the stream id and the length the type allows.
+fn decode_header(buf: &[u8]) -> Result<Decoded<Header>, FrameError> {
     let Some(&ty) = buf.first() else {
         return Ok(Decoded::NeedMore(FRAME_HEADER_LEN));
     };
@@ -374,33 +333,25 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
             len,
         });
     }
-    let total = FRAME_HEADER_LEN + ulen;
-    if buf.len() < total {
-        return Ok(Decoded::NeedMore(total - buf.len()));
-    }
-    let p = &buf[FRAME_HEADER_LEN..total];
-    let frame = match ty {
+    let header = Header {
+        ty,
+        stream,
+        len: ulen,
+    };
+    Ok(Decoded::Complete(header, FRAME_HEADER_LEN))
+}
+
+/// The frame of a checked header and its whole payload `p`.
+fn decode_payload<'a>(header: &Header, p: &'a [u8]) -> Result<Frame<'a>, FrameError> {
+    let stream = header.stream;
+    Ok(match header.ty {
         T_HELLO => Frame::Hello(decode_hello(p)?),
         T_AUTH => {
             let mut mac = [0u8; MAC_LEN];
             mac.copy_from_slice(p);
             Frame::Auth { mac }
         }
-        T_OPEN => {
-            let (destination, source) = decode_addresses(p)?;
-            let blast = match p.len() {
-                OPEN_BLAST_LEN => Some(
-                    BlastRequest::decode(&p[OPEN_LEN..]).map_err(FrameError::BadBlastRequest)?,
-                ),
-                _ => None,
-            };
-            Frame::Open {
-                stream,
-                destination,
-                source,
-                blast,
-            }
-        }
+        T_OPEN => decode_open(stream, p)?,
         T_OPEN_OK => Frame::OpenOk { stream },
         T_DATA => Frame::Data { stream, payload: p },
         T_WINDOW_UPDATE => {
@@ -418,7 +369,7 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
         T_PING | T_PONG => {
             let mut payload = [0u8; 8];
             payload.copy_from_slice(p);
-            if ty == T_PING {
+            if header.ty == T_PING {
                 Frame::Ping { payload }
             } else {
                 Frame::Pong { payload }
@@ -429,9 +380,8 @@ pub fn decode(buf: &[u8]) -> Result<Decoded<Frame<'_>>, FrameError> {
             last_stream: u32::from_be_bytes([p[1], p[2], p[3], p[4]]),
         },
         T_RBUDP => Frame::Rbudp { payload: p },
-        _ => return Err(FrameError::UnknownType(ty)),
-    };
-    Ok(Decoded::Complete(frame, total))
+        ty => return Err(FrameError::UnknownType(ty)),
+    })
 }
 
 /// Whether `name` is a valid relay or cluster name.
@@ -483,6 +433,22 @@ fn decode_hello(p: &[u8]) -> Result<Hello, FrameError> {
         initial_window,
         name: name.to_owned(),
         cluster: cluster.to_owned(),
+    })
+}
+
+fn decode_open(stream: StreamId, p: &[u8]) -> Result<Frame<'static>, FrameError> {
+    let (destination, source) = decode_addresses(p)?;
+    let blast = match p.len() {
+        OPEN_BLAST_LEN => {
+            Some(BlastRequest::decode(&p[OPEN_LEN..]).map_err(FrameError::BadBlastRequest)?)
+        }
+        _ => None,
+    };
+    Ok(Frame::Open {
+        stream,
+        destination,
+        source,
+        blast,
     })
 }
 
@@ -564,27 +530,7 @@ impl Frame<'_> {
     /// connection state machine only encodes valid frames.
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
-            Frame::Hello(h) => {
-                assert!(
-                    valid_name(&h.name) && valid_name(&h.cluster),
-                    "invalid HELLO name"
-                );
-                header(
-                    out,
-                    T_HELLO,
-                    0,
-                    HELLO_FIXED_LEN + h.name.len() + h.cluster.len(),
-                );
-                out.extend_from_slice(&TRUNK_MAGIC);
-                out.extend_from_slice(&[TRUNK_VERSION, h.role.code(), 0, 0]);
-                out.extend_from_slice(&h.nonce);
-                out.extend_from_slice(&h.max_streams.to_be_bytes());
-                out.extend_from_slice(&h.initial_window.to_be_bytes());
-                out.push(h.name.len() as u8);
-                out.extend_from_slice(h.name.as_bytes());
-                out.push(h.cluster.len() as u8);
-                out.extend_from_slice(h.cluster.as_bytes());
-            }
+            Frame::Hello(h) => encode_hello(out, h),
             Frame::Auth { mac } => {
                 header(out, T_AUTH, 0, MAC_LEN);
                 out.extend_from_slice(mac);
@@ -594,27 +540,7 @@ impl Frame<'_> {
                 destination,
                 source,
                 blast,
-            } => {
-                assert!(*stream != 0, "OPEN on stream 0");
-                let len = if blast.is_some() {
-                    OPEN_BLAST_LEN
-                } else {
-                    OPEN_LEN
-                };
-                header(out, T_OPEN, *stream, len);
-                let mut p = [0u8; OPEN_LEN];
-                let (fams, rest) = p.split_at_mut(2);
-                let (ports, addrs) = rest.split_at_mut(4);
-                let (dport, sport) = ports.split_at_mut(2);
-                let (daddr, saddr) = addrs.split_at_mut(16);
-                let (dfam, sfam) = fams.split_at_mut(1);
-                put_address(&mut dfam[0], dport, daddr, destination);
-                put_address(&mut sfam[0], sport, saddr, source);
-                out.extend_from_slice(&p);
-                if let Some(r) = blast {
-                    out.extend_from_slice(&r.encode());
-                }
-            }
+            } => encode_open(out, *stream, destination, source, blast.as_ref()),
             Frame::OpenOk { stream } => stream_header(out, T_OPEN_OK, *stream, 0),
             Frame::Data { stream, payload } => {
                 assert!(
@@ -657,6 +583,56 @@ impl Frame<'_> {
                 out.extend_from_slice(payload);
             }
         }
+    }
+}
+
+fn encode_hello(out: &mut Vec<u8>, h: &Hello) {
+    assert!(
+        valid_name(&h.name) && valid_name(&h.cluster),
+        "invalid HELLO name"
+    );
+    header(
+        out,
+        T_HELLO,
+        0,
+        HELLO_FIXED_LEN + h.name.len() + h.cluster.len(),
+    );
+    out.extend_from_slice(&TRUNK_MAGIC);
+    out.extend_from_slice(&[TRUNK_VERSION, h.role.code(), 0, 0]);
+    out.extend_from_slice(&h.nonce);
+    out.extend_from_slice(&h.max_streams.to_be_bytes());
+    out.extend_from_slice(&h.initial_window.to_be_bytes());
+    out.push(h.name.len() as u8);
+    out.extend_from_slice(h.name.as_bytes());
+    out.push(h.cluster.len() as u8);
+    out.extend_from_slice(h.cluster.as_bytes());
+}
+
+fn encode_open(
+    out: &mut Vec<u8>,
+    stream: StreamId,
+    destination: &SocketAddr,
+    source: &SocketAddr,
+    blast: Option<&BlastRequest>,
+) {
+    assert!(stream != 0, "OPEN on stream 0");
+    let len = if blast.is_some() {
+        OPEN_BLAST_LEN
+    } else {
+        OPEN_LEN
+    };
+    header(out, T_OPEN, stream, len);
+    let mut p = [0u8; OPEN_LEN];
+    let (fams, rest) = p.split_at_mut(2);
+    let (ports, addrs) = rest.split_at_mut(4);
+    let (dport, sport) = ports.split_at_mut(2);
+    let (daddr, saddr) = addrs.split_at_mut(16);
+    let (dfam, sfam) = fams.split_at_mut(1);
+    put_address(&mut dfam[0], dport, daddr, destination);
+    put_address(&mut sfam[0], sport, saddr, source);
+    out.extend_from_slice(&p);
+    if let Some(r) = blast {
+        out.extend_from_slice(&r.encode());
     }
 }
 

@@ -36,418 +36,27 @@
 //! Sending is bounded per stream by [`Config::stream_send_buffer`]:
 //! [`TrunkConnection::write`] takes what fits and returns how much it took.
 
+mod config;
+mod event;
+mod stream;
+
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
-use thiserror::Error;
-
-use crate::auth::PresharedKey;
-use crate::frame::{
-    self, valid_name, Frame, FrameError, Hello, Role, StreamId, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD,
-    MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN,
+pub use self::config::{Config, ConfigError};
+pub use self::event::{
+    ConnectionError, ConnectionStats, Event, OpenError, PeerInfo, ReadOutcome, StreamError,
+    StreamStats,
 };
-use crate::preamble::BlastRequest;
+
+use self::stream::{SendEnd, Stream};
+use crate::auth::PresharedKey;
+use crate::blast_request::BlastRequest;
+use crate::frame::{self, Frame, Hello};
 use crate::reason::{CloseCode, Reason};
-use crate::Decoded;
-
-const MS: u64 = 1_000_000;
-const SEC: u64 = 1_000 * MS;
-
-/// Settings of one trunk connection. [`Config::new`] gives the documented
-/// defaults; [`TrunkConnection::new`] validates.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// This relay's name, sent in HELLO (1-64 of `A-Z a-z 0-9 . _ -`).
-    pub name: String,
-    /// This relay's cluster, sent in HELLO.
-    pub cluster: String,
-    /// If set, a peer announcing another cluster is refused after
-    /// authentication. Default: none.
-    pub expected_peer_cluster: Option<String>,
-    /// Streams the peer may have open that it opened (and the most we open
-    /// ourselves). Default 1024.
-    pub max_streams: u32,
-    /// Guaranteed receive window of every stream, announced as
-    /// `initial_window`. Default 32 KiB.
-    pub min_stream_window: u32,
-    /// Largest receive window a stream grows to. Default 8 MiB.
-    pub max_stream_window: u32,
-    /// Receive memory budget of the connection: at least
-    /// `2 * max_streams * min_stream_window`. Default 128 MiB.
-    pub receive_buffer: u64,
-    /// Bytes written but not yet transmitted that one stream may hold.
-    /// Default 256 KiB.
-    pub stream_send_buffer: u32,
-    /// Largest DATA payload this side sends. Default 16 KiB, at most
-    /// [`MAX_DATA_PAYLOAD`].
-    pub max_data_frame: u32,
-    /// Time allowed from creation to an authenticated peer. Default 10 s.
-    pub handshake_timeout: u64,
-    /// Silence after which a PING is sent. Default 5 s.
-    pub keepalive_interval: u64,
-    /// Silence after which the connection is declared dead. Default 20 s
-    /// (so a dead relay ends its MPI job well within 30 s).
-    pub idle_timeout: u64,
-    /// Bytes of control frames (RESET, GOAWAY, handshake) allowed to wait
-    /// for transmission; beyond it the peer is flooding us without
-    /// reading and the connection is closed. Default 1 MiB.
-    pub max_control_queue: usize,
-}
-
-impl Config {
-    /// The defaults for a relay `name` of cluster `cluster`.
-    pub fn new(name: &str, cluster: &str) -> Config {
-        Config {
-            name: name.to_owned(),
-            cluster: cluster.to_owned(),
-            expected_peer_cluster: None,
-            max_streams: 1024,
-            min_stream_window: 32 * 1024,
-            max_stream_window: 8 * 1024 * 1024,
-            receive_buffer: 128 * 1024 * 1024,
-            stream_send_buffer: 256 * 1024,
-            max_data_frame: 16 * 1024,
-            handshake_timeout: 10 * SEC,
-            keepalive_interval: 5 * SEC,
-            idle_timeout: 20 * SEC,
-            max_control_queue: 1024 * 1024,
-        }
-    }
-
-    /// Checks the settings.
-    ///
-    /// # Errors
-    /// The first [`ConfigError`] found.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        for n in [
-            Some(&self.name),
-            Some(&self.cluster),
-            self.expected_peer_cluster.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            if !valid_name(n) {
-                return Err(ConfigError::BadName(n.clone()));
-            }
-        }
-        if self.max_streams == 0 {
-            return Err(ConfigError::ZeroStreams);
-        }
-        if self.min_stream_window < MIN_INITIAL_WINDOW
-            || self.max_stream_window > MAX_WINDOW
-            || self.min_stream_window > self.max_stream_window
-        {
-            return Err(ConfigError::Windows {
-                min: self.min_stream_window,
-                max: self.max_stream_window,
-            });
-        }
-        let floors = 2 * u64::from(self.max_streams) * u64::from(self.min_stream_window);
-        if self.receive_buffer < floors {
-            return Err(ConfigError::ReceiveBuffer {
-                given: self.receive_buffer,
-                needed: floors,
-            });
-        }
-        if self.stream_send_buffer == 0 {
-            return Err(ConfigError::SendBuffer);
-        }
-        if self.max_data_frame == 0 || self.max_data_frame as usize > MAX_DATA_PAYLOAD {
-            return Err(ConfigError::DataFrame(self.max_data_frame));
-        }
-        if self.handshake_timeout == 0
-            || self.keepalive_interval == 0
-            || self.keepalive_interval >= self.idle_timeout
-        {
-            return Err(ConfigError::Timeouts);
-        }
-        if self.max_control_queue < 4096 {
-            return Err(ConfigError::ControlQueue(self.max_control_queue));
-        }
-        Ok(())
-    }
-
-    fn growth_pool(&self) -> u64 {
-        self.receive_buffer - 2 * u64::from(self.max_streams) * u64::from(self.min_stream_window)
-    }
-}
-
-/// A [`Config`] that cannot be used.
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum ConfigError {
-    /// A relay or cluster name is empty, too long or has a forbidden character.
-    #[error("name {0:?}: must be 1-64 characters from A-Z a-z 0-9 . _ -")]
-    BadName(String),
-    /// `max_streams` is 0.
-    #[error("max_streams must be at least 1")]
-    ZeroStreams,
-    /// Windows out of order or out of range.
-    #[error("stream windows min {min} max {max}: need 1024 <= min <= max <= 2^31-1")]
-    Windows {
-        /// `min_stream_window`.
-        min: u32,
-        /// `max_stream_window`.
-        max: u32,
-    },
-    /// Budget below the reserved floors.
-    #[error("receive_buffer {given} is below 2 * max_streams * min_stream_window = {needed}")]
-    ReceiveBuffer {
-        /// `receive_buffer`.
-        given: u64,
-        /// The floor.
-        needed: u64,
-    },
-    /// `stream_send_buffer` is 0.
-    #[error("stream_send_buffer must be at least 1")]
-    SendBuffer,
-    /// `max_data_frame` out of range.
-    #[error("max_data_frame {0} must be 1..=65536")]
-    DataFrame(u32),
-    /// A zero timeout, or keepalive not shorter than the idle timeout.
-    #[error("timeouts must be non-zero and keepalive_interval < idle_timeout")]
-    Timeouts,
-    /// `max_control_queue` below 4096.
-    #[error("max_control_queue {0} must be at least 4096")]
-    ControlQueue(usize),
-}
-
-/// Why a connection closed.
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum ConnectionError {
-    /// A frame that does not decode.
-    #[error("malformed frame: {0}")]
-    Frame(#[from] FrameError),
-    /// A well-formed frame that the protocol does not allow here.
-    #[error("protocol violation: {0}")]
-    Protocol(&'static str),
-    /// The peer sent more than its credit on a stream, or granted more than
-    /// [`MAX_WINDOW`].
-    #[error("flow control violation on stream {0}")]
-    FlowControl(StreamId),
-    /// The peer opened more streams than we allow.
-    #[error("peer exceeded the stream limit of {0}")]
-    StreamLimit(u32),
-    /// The peer's AUTH did not verify: wrong key, or a replayed or altered
-    /// handshake.
-    #[error("peer failed authentication")]
-    AuthFailed,
-    /// The peer authenticated but belongs to a cluster we do not expect.
-    #[error("peer is of cluster {found:?}, expected {expected:?}")]
-    WrongPeerCluster {
-        /// What the peer announced.
-        found: String,
-        /// What [`Config::expected_peer_cluster`] says.
-        expected: String,
-    },
-    /// No authenticated peer within [`Config::handshake_timeout`].
-    #[error("handshake timed out")]
-    HandshakeTimeout,
-    /// Nothing received within [`Config::idle_timeout`].
-    #[error("peer silent for longer than the idle timeout")]
-    IdleTimeout,
-    /// The peer closed with GOAWAY and a non-zero code.
-    #[error("peer closed the connection: {0}")]
-    PeerClosed(CloseCode),
-    /// [`TrunkConnection::close`] was called.
-    #[error("closed locally: {0}")]
-    LocallyClosed(CloseCode),
-    /// The TCP connection ended before a graceful close.
-    #[error("transport closed")]
-    TransportClosed,
-    /// Control frames queued beyond [`Config::max_control_queue`].
-    #[error("control frames queued beyond the limit (peer does not read)")]
-    ControlFlood,
-}
-
-impl ConnectionError {
-    /// The code sent in the closing GOAWAY.
-    pub fn close_code(&self) -> CloseCode {
-        match self {
-            ConnectionError::Frame(e) => e.close_code(),
-            ConnectionError::Protocol(_) | ConnectionError::WrongPeerCluster { .. } => {
-                CloseCode::Protocol
-            }
-            ConnectionError::FlowControl(_) => CloseCode::FlowControl,
-            ConnectionError::StreamLimit(_) => CloseCode::StreamLimit,
-            ConnectionError::AuthFailed => CloseCode::AuthFailed,
-            ConnectionError::HandshakeTimeout | ConnectionError::IdleTimeout => CloseCode::Timeout,
-            ConnectionError::PeerClosed(c) | ConnectionError::LocallyClosed(c) => *c,
-            ConnectionError::TransportClosed => CloseCode::Internal,
-            ConnectionError::ControlFlood => CloseCode::Flood,
-        }
-    }
-}
-
-/// Misuse of a stream through the API (never caused by peer input alone).
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum StreamError {
-    /// No such stream: never opened, or already closed or reset.
-    #[error("no stream {0}")]
-    UnknownStream(StreamId),
-    /// A stream the peer opened that has not been accepted yet.
-    #[error("stream {0} is not accepted yet")]
-    NotAccepted(StreamId),
-    /// A write after [`TrunkConnection::finish`].
-    #[error("stream {0} is finished")]
-    Finished(StreamId),
-    /// An accept of a stream already accepted or opened by us.
-    #[error("stream {0} cannot be accepted")]
-    NotAcceptable(StreamId),
-    /// The connection is closed.
-    #[error("connection closed")]
-    ConnectionClosed,
-}
-
-/// Why a stream could not be opened.
-#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
-pub enum OpenError {
-    /// The handshake is not complete.
-    #[error("trunk not established yet")]
-    NotEstablished,
-    /// A GOAWAY was sent or received: open the stream on another trunk.
-    #[error("trunk is going away")]
-    GoingAway,
-    /// As many streams are open as the peer (or our config) allows.
-    #[error("stream limit {0} reached")]
-    StreamLimit(u32),
-    /// All 2^31 stream ids of this side are used: open a new trunk.
-    #[error("stream ids exhausted")]
-    IdsExhausted,
-    /// The connection is closed.
-    #[error("connection closed")]
-    ConnectionClosed,
-}
-
-/// What the authenticated peer announced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeerInfo {
-    /// Peer relay name.
-    pub name: String,
-    /// Peer cluster name.
-    pub cluster: String,
-    /// Streams we may have open that we opened.
-    pub max_streams: u32,
-    /// Credit of every stream we send on, at its start.
-    pub initial_window: u32,
-}
-
-/// Something the daemon must act on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// The handshake completed: the peer proved the key. Streams may be
-    /// opened now.
-    Authenticated(PeerInfo),
-    /// The peer opened a stream: connect to `destination` (if it is a node
-    /// of our cluster), then [`TrunkConnection::accept_stream`], or
-    /// [`TrunkConnection::reset_stream`] with the reason of the failure.
-    StreamOpened {
-        /// Stream id.
-        stream: StreamId,
-        /// Where to connect.
-        destination: SocketAddr,
-        /// The original source, for the delivery preamble.
-        source: SocketAddr,
-        /// The ranks' request that the stream's bulk data be blasted, if
-        /// its OPEN carried one (the daemon's policy decides).
-        blast: Option<BlastRequest>,
-    },
-    /// A stream we opened was accepted: the far relay is connected to the
-    /// destination (send the ok reply to the shim).
-    StreamAccepted {
-        /// Stream id.
-        stream: StreamId,
-    },
-    /// Data or the end of a stream can be read: call
-    /// [`TrunkConnection::read`] until it returns `Blocked` or `Finished`.
-    StreamReadable {
-        /// Stream id.
-        stream: StreamId,
-    },
-    /// A stream whose [`TrunkConnection::write`] took less than offered
-    /// has room again.
-    StreamWritable {
-        /// Stream id.
-        stream: StreamId,
-    },
-    /// The peer reset a stream; it is gone. For a stream we opened and that
-    /// was not accepted yet, this is the refusal (reply `Refused(reason)`).
-    StreamReset {
-        /// Stream id.
-        stream: StreamId,
-        /// Why.
-        reason: Reason,
-    },
-    /// A stream ended gracefully in both directions (our FIN sent, the
-    /// peer's FIN read); it is gone.
-    StreamClosed {
-        /// Stream id.
-        stream: StreamId,
-    },
-    /// The peer sent a graceful GOAWAY: open no more streams here.
-    GoAway,
-    /// An RBUDP control message from the peer (hand it to
-    /// [`crate::rbudp::RbudpSession::handle_control`]).
-    Rbudp {
-        /// The message bytes.
-        message: Vec<u8>,
-    },
-    /// The connection is closed: `None` after a graceful drain. Every stream
-    /// still open is gone (reset the sockets that carried them). Keep
-    /// calling `poll_transmit` until it returns nothing, then close the
-    /// socket.
-    Closed {
-        /// Why, unless graceful.
-        error: Option<ConnectionError>,
-    },
-}
-
-/// What [`TrunkConnection::read`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadOutcome {
-    /// This many bytes were copied (> 0 unless the buffer was empty).
-    Data(usize),
-    /// Nothing to read now; a [`Event::StreamReadable`] will follow.
-    Blocked,
-    /// The peer finished its side and every byte has been read.
-    Finished,
-}
-
-/// Counters of one connection.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ConnectionStats {
-    /// Bytes handed to `handle_input`.
-    pub bytes_received: u64,
-    /// Bytes returned by `poll_transmit`.
-    pub bytes_sent: u64,
-    /// Frames decoded.
-    pub frames_received: u64,
-    /// Frames encoded.
-    pub frames_sent: u64,
-    /// Stream payload bytes received.
-    pub data_received: u64,
-    /// Stream payload bytes sent.
-    pub data_sent: u64,
-    /// Streams we opened.
-    pub streams_opened_local: u64,
-    /// Streams the peer opened.
-    pub streams_opened_remote: u64,
-    /// RESET frames sent.
-    pub resets_sent: u64,
-    /// RESET frames received.
-    pub resets_received: u64,
-    /// Frames for streams already closed, dropped.
-    pub frames_ignored: u64,
-}
-
-/// Counters of one stream.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StreamStats {
-    /// Payload bytes sent to the peer.
-    pub bytes_sent: u64,
-    /// Payload bytes received from the peer.
-    pub bytes_received: u64,
-}
+use crate::wire::{
+    Decoded, Role, StreamId, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD, MAX_WINDOW, NONCE_LEN,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -456,74 +65,24 @@ enum State {
     Closed,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SendEnd {
-    Open,
-    FinQueued,
-    FinSent,
+/// What one `poll_transmit` call may still emit: `out` grew from `start`,
+/// against `max_len`.
+#[derive(Clone, Copy, Debug)]
+struct Room {
+    start: usize,
+    max_len: usize,
 }
 
-#[derive(Debug)]
-struct Stream {
-    local: bool,
-    accepted: bool,
-    // pending control for this stream
-    in_ctrl: bool,
-    open_pending: Option<(SocketAddr, SocketAddr, Option<BlastRequest>)>,
-    open_ok_pending: bool,
-    window_pending: u64,
-    // send side
-    send_buf: VecDeque<u8>,
-    send_credit: u64,
-    send_end: SendEnd,
-    in_send: bool,
-    write_blocked: bool,
-    // receive side
-    recv_buf: VecDeque<u8>,
-    recv_credit: u64,
-    recv_extra: u64,
-    recv_fin: bool,
-    fin_read: bool,
-    readable_notified: bool,
-    stats: StreamStats,
-}
-
-impl Stream {
-    fn new(local: bool, send_credit: u64, recv_credit: u64) -> Stream {
-        Stream {
-            local,
-            accepted: false,
-            in_ctrl: false,
-            open_pending: None,
-            open_ok_pending: false,
-            window_pending: 0,
-            send_buf: VecDeque::new(),
-            send_credit,
-            send_end: SendEnd::Open,
-            in_send: false,
-            write_blocked: false,
-            recv_buf: VecDeque::new(),
-            recv_credit,
-            recv_extra: 0,
-            recv_fin: false,
-            fin_read: false,
-            readable_notified: false,
-            stats: StreamStats::default(),
-        }
+impl Room {
+    /// Bytes emitted in this call.
+    fn used(self, out: &[u8]) -> usize {
+        out.len() - self.start
     }
 
-    fn may_send_data(&self) -> bool {
-        self.open_pending.is_none() && !self.open_ok_pending && (self.local || self.accepted)
-    }
-
-    fn sendable(&self) -> bool {
-        self.may_send_data()
-            && ((!self.send_buf.is_empty() && self.send_credit > 0)
-                || (self.send_buf.is_empty() && self.send_end == SendEnd::FinQueued))
-    }
-
-    fn committed(&self) -> u64 {
-        self.recv_credit + self.window_pending + self.recv_buf.len() as u64
+    /// Whether a frame of `len` bytes goes out now: it fits, or it is the
+    /// first of the call (a control frame is never cut).
+    fn fits(self, out: &[u8], len: usize) -> bool {
+        self.used(out) == 0 || self.used(out) + len <= self.max_len
     }
 }
 
@@ -833,7 +392,7 @@ impl TrunkConnection {
     /// Nothing is produced for `max_len` 0. DATA frames are cut to fit
     /// `max_len` (at least one payload byte). Control frames are never cut:
     /// one that does not fit is still emitted when nothing else has been
-    /// (so at most [`frame::MAX_HELLO_LEN`] + [`FRAME_HEADER_LEN`] bytes more
+    /// (so at most [`crate::wire::MAX_HELLO_LEN`] + [`FRAME_HEADER_LEN`] bytes more
     /// than `max_len`); a pacer accounts for it as debt. Streams share the
     /// link round-robin, one DATA frame at a time.
     pub fn poll_transmit_into(&mut self, now: u64, out: &mut Vec<u8>, max_len: usize) -> usize {
@@ -1055,7 +614,7 @@ impl TrunkConnection {
     pub fn send_rbudp(&mut self, message: &[u8]) -> Result<(), StreamError> {
         if self.state != State::Established
             || message.is_empty()
-            || message.len() > crate::frame::MAX_DATA_PAYLOAD
+            || message.len() > MAX_DATA_PAYLOAD
         {
             return Err(StreamError::ConnectionClosed);
         }
@@ -1186,137 +745,180 @@ impl TrunkConnection {
 
     fn handle_stream_frame(&mut self, now: u64, f: Frame<'_>) -> Result<(), ConnectionError> {
         match f {
-            Frame::Hello(_) | Frame::Auth { .. } => {
-                return Err(ConnectionError::Protocol(
-                    "handshake frame after the handshake",
-                ))
-            }
+            Frame::Hello(_) | Frame::Auth { .. } => Err(ConnectionError::Protocol(
+                "handshake frame after the handshake",
+            )),
             Frame::GoAway { .. } => unreachable!("handled before"),
-            Frame::Ping { payload } => self.pong_pending = Some(payload),
-            Frame::Rbudp { payload } => self.events.push_back(Event::Rbudp {
-                message: payload.to_vec(),
-            }),
+            Frame::Ping { payload } => {
+                self.pong_pending = Some(payload);
+                Ok(())
+            }
+            Frame::Rbudp { payload } => {
+                self.events.push_back(Event::Rbudp {
+                    message: payload.to_vec(),
+                });
+                Ok(())
+            }
             Frame::Pong { payload } => {
-                if let Some((seq, Some(sent))) = self.ping_outstanding {
-                    if payload == seq.to_be_bytes() {
-                        self.rtt = Some(now.saturating_sub(sent));
-                        self.ping_outstanding = None;
-                    }
-                }
+                self.on_pong(now, payload);
+                Ok(())
             }
             Frame::Open {
                 stream,
                 destination,
                 source,
                 blast,
-            } => {
-                if self.role.owns(stream) {
-                    return Err(ConnectionError::Protocol("OPEN with one of our stream ids"));
-                }
-                if stream <= self.last_peer_stream {
-                    return Err(ConnectionError::Protocol("stream id reused"));
-                }
-                self.last_peer_stream = stream;
-                if self.going_away_sent || self.going_away_received {
-                    self.stats.resets_sent += 1;
-                    self.push_frame(&Frame::Reset {
-                        stream,
-                        reason: Reason::ShuttingDown,
-                    });
-                    return Ok(());
-                }
-                if self.remote_streams >= self.config.max_streams {
-                    return Err(ConnectionError::StreamLimit(self.config.max_streams));
-                }
-                let peer_window = self.peer.as_ref().map_or(0, |p| p.initial_window);
-                let s = Stream::new(
-                    false,
-                    u64::from(peer_window),
-                    u64::from(self.config.min_stream_window),
-                );
-                self.streams.insert(stream, s);
-                self.remote_streams += 1;
-                self.stats.streams_opened_remote += 1;
-                self.events.push_back(Event::StreamOpened {
-                    stream,
-                    destination,
-                    source,
-                    blast,
-                });
-            }
-            Frame::OpenOk { stream } => {
-                let Some(s) = self.target(stream)? else {
-                    return Ok(());
-                };
-                if !s.local || s.accepted {
-                    return Err(ConnectionError::Protocol("unexpected OPEN_OK"));
-                }
-                s.accepted = true;
-                self.events.push_back(Event::StreamAccepted { stream });
-            }
-            Frame::Data { stream, payload } => {
-                let len = payload.len() as u64;
-                self.stats.data_received += len;
-                let Some(s) = self.target(stream)? else {
-                    return Ok(());
-                };
-                if s.local && !s.accepted {
-                    return Err(ConnectionError::Protocol("DATA before OPEN_OK"));
-                }
-                if s.recv_fin {
-                    return Err(ConnectionError::Protocol("DATA after FIN"));
-                }
-                if len > s.recv_credit {
-                    return Err(ConnectionError::FlowControl(stream));
-                }
-                s.recv_credit -= len;
-                s.recv_buf.extend(payload);
-                s.stats.bytes_received += len;
-                if !s.readable_notified {
-                    s.readable_notified = true;
-                    self.events.push_back(Event::StreamReadable { stream });
-                }
-            }
-            Frame::WindowUpdate { stream, increment } => {
-                let Some(s) = self.target(stream)? else {
-                    return Ok(());
-                };
-                let credit = s.send_credit + u64::from(increment);
-                if credit > u64::from(MAX_WINDOW) {
-                    return Err(ConnectionError::FlowControl(stream));
-                }
-                s.send_credit = credit;
-                self.schedule_send(stream);
-            }
-            Frame::Fin { stream } => {
-                let Some(s) = self.target(stream)? else {
-                    return Ok(());
-                };
-                if s.local && !s.accepted {
-                    return Err(ConnectionError::Protocol("FIN before OPEN_OK"));
-                }
-                if s.recv_fin {
-                    return Err(ConnectionError::Protocol("second FIN"));
-                }
-                s.recv_fin = true;
-                // Credit the peer can no longer use goes back to the pool.
-                s.recv_credit = 0;
-                s.window_pending = 0;
-                if !s.readable_notified {
-                    s.readable_notified = true;
-                    self.events.push_back(Event::StreamReadable { stream });
-                }
-                self.update_extra(stream);
-            }
-            Frame::Reset { stream, reason } => {
-                if self.target(stream)?.is_none() {
-                    return Ok(());
-                }
-                self.stats.resets_received += 1;
-                self.remove_stream(stream);
-                self.events.push_back(Event::StreamReset { stream, reason });
+            } => self.on_open(stream, destination, source, blast),
+            Frame::OpenOk { stream } => self.on_open_ok(stream),
+            Frame::Data { stream, payload } => self.on_data(stream, payload),
+            Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
+            Frame::Fin { stream } => self.on_fin(stream),
+            Frame::Reset { stream, reason } => self.on_reset(stream, reason),
+        }
+    }
+
+    /// PONG: the round trip of our outstanding PING, if it answers it.
+    fn on_pong(&mut self, now: u64, payload: [u8; 8]) {
+        if let Some((seq, Some(sent))) = self.ping_outstanding {
+            if payload == seq.to_be_bytes() {
+                self.rtt = Some(now.saturating_sub(sent));
+                self.ping_outstanding = None;
             }
         }
+    }
+
+    /// OPEN: a new stream of the peer's, refused while going away.
+    fn on_open(
+        &mut self,
+        stream: StreamId,
+        destination: SocketAddr,
+        source: SocketAddr,
+        blast: Option<BlastRequest>,
+    ) -> Result<(), ConnectionError> {
+        if self.role.owns(stream) {
+            return Err(ConnectionError::Protocol("OPEN with one of our stream ids"));
+        }
+        if stream <= self.last_peer_stream {
+            return Err(ConnectionError::Protocol("stream id reused"));
+        }
+        self.last_peer_stream = stream;
+        if self.going_away_sent || self.going_away_received {
+            self.stats.resets_sent += 1;
+            self.push_frame(&Frame::Reset {
+                stream,
+                reason: Reason::ShuttingDown,
+            });
+            return Ok(());
+        }
+        if self.remote_streams >= self.config.max_streams {
+            return Err(ConnectionError::StreamLimit(self.config.max_streams));
+        }
+        let peer_window = self.peer.as_ref().map_or(0, |p| p.initial_window);
+        let s = Stream::new(
+            false,
+            u64::from(peer_window),
+            u64::from(self.config.min_stream_window),
+        );
+        self.streams.insert(stream, s);
+        self.remote_streams += 1;
+        self.stats.streams_opened_remote += 1;
+        self.events.push_back(Event::StreamOpened {
+            stream,
+            destination,
+            source,
+            blast,
+        });
+        Ok(())
+    }
+
+    /// OPEN_OK: the far relay accepted a stream we opened.
+    fn on_open_ok(&mut self, stream: StreamId) -> Result<(), ConnectionError> {
+        let Some(s) = self.target(stream)? else {
+            return Ok(());
+        };
+        if !s.local || s.accepted {
+            return Err(ConnectionError::Protocol("unexpected OPEN_OK"));
+        }
+        s.accepted = true;
+        self.events.push_back(Event::StreamAccepted { stream });
+        Ok(())
+    }
+
+    /// DATA: bytes within the stream's credit.
+    fn on_data(&mut self, stream: StreamId, payload: &[u8]) -> Result<(), ConnectionError> {
+        let len = payload.len() as u64;
+        self.stats.data_received += len;
+        let Some(s) = self.target(stream)? else {
+            return Ok(());
+        };
+        if s.local && !s.accepted {
+            return Err(ConnectionError::Protocol("DATA before OPEN_OK"));
+        }
+        if s.recv_fin {
+            return Err(ConnectionError::Protocol("DATA after FIN"));
+        }
+        if len > s.recv_credit {
+            return Err(ConnectionError::FlowControl(stream));
+        }
+        s.recv_credit -= len;
+        s.recv_buf.extend(payload);
+        s.stats.bytes_received += len;
+        if !s.readable_notified {
+            s.readable_notified = true;
+            self.events.push_back(Event::StreamReadable { stream });
+        }
+        Ok(())
+    }
+
+    /// WINDOW_UPDATE: more credit to send on a stream.
+    fn on_window_update(
+        &mut self,
+        stream: StreamId,
+        increment: u32,
+    ) -> Result<(), ConnectionError> {
+        let Some(s) = self.target(stream)? else {
+            return Ok(());
+        };
+        let credit = s.send_credit + u64::from(increment);
+        if credit > u64::from(MAX_WINDOW) {
+            return Err(ConnectionError::FlowControl(stream));
+        }
+        s.send_credit = credit;
+        self.schedule_send(stream);
+        Ok(())
+    }
+
+    /// FIN: the peer's direction of a stream is finished.
+    fn on_fin(&mut self, stream: StreamId) -> Result<(), ConnectionError> {
+        let Some(s) = self.target(stream)? else {
+            return Ok(());
+        };
+        if s.local && !s.accepted {
+            return Err(ConnectionError::Protocol("FIN before OPEN_OK"));
+        }
+        if s.recv_fin {
+            return Err(ConnectionError::Protocol("second FIN"));
+        }
+        s.recv_fin = true;
+        // Credit the peer can no longer use goes back to the pool.
+        s.recv_credit = 0;
+        s.window_pending = 0;
+        if !s.readable_notified {
+            s.readable_notified = true;
+            self.events.push_back(Event::StreamReadable { stream });
+        }
+        self.update_extra(stream);
+        Ok(())
+    }
+
+    /// RESET: the peer aborted a stream; it is gone.
+    fn on_reset(&mut self, stream: StreamId, reason: Reason) -> Result<(), ConnectionError> {
+        if self.target(stream)?.is_none() {
+            return Ok(());
+        }
+        self.stats.resets_received += 1;
+        self.remove_stream(stream);
+        self.events.push_back(Event::StreamReset { stream, reason });
         Ok(())
     }
 
@@ -1393,34 +995,52 @@ impl TrunkConnection {
         self.push_control(b);
     }
 
+    /// Control frames first (the queue, then PONG and PING, then each
+    /// stream's OPEN, OPEN_OK and WINDOW_UPDATE), then DATA and FIN round
+    /// robin; stops at the first frame that does not fit.
     fn transmit(&mut self, now: u64, out: &mut Vec<u8>, max_len: usize) -> usize {
-        let start = out.len();
-        let used = |out: &Vec<u8>| out.len() - start;
-        let fits = |out: &Vec<u8>, len: usize| used(out) == 0 || used(out) + len <= max_len;
+        let room = Room {
+            start: out.len(),
+            max_len,
+        };
+        if self.transmit_control_queue(out, room)
+            && self.state == State::Established
+            && self.transmit_ping_pong(now, out, room)
+            && self.transmit_stream_control(out, room)
+        {
+            self.transmit_data(out, room);
+        }
+        room.used(out)
+    }
 
+    /// The queued control frames (handshake, RESET, GOAWAY, RBUDP); false
+    /// if one did not fit.
+    fn transmit_control_queue(&mut self, out: &mut Vec<u8>, room: Room) -> bool {
         while let Some(front) = self.control.front() {
-            if !fits(out, front.len()) {
-                return used(out);
+            if !room.fits(out, front.len()) {
+                return false;
             }
             let b = self.control.pop_front().expect("front exists");
             self.control_bytes -= b.len();
             out.extend_from_slice(&b);
             self.stats.frames_sent += 1;
         }
-        if self.state != State::Established {
-            return used(out);
-        }
+        true
+    }
+
+    /// The pending PONG, then our keepalive PING; false if one did not fit.
+    fn transmit_ping_pong(&mut self, now: u64, out: &mut Vec<u8>, room: Room) -> bool {
         if let Some(payload) = self.pong_pending {
-            if !fits(out, FRAME_HEADER_LEN + 8) {
-                return used(out);
+            if !room.fits(out, FRAME_HEADER_LEN + 8) {
+                return false;
             }
             Frame::Pong { payload }.encode(out);
             self.stats.frames_sent += 1;
             self.pong_pending = None;
         }
         if self.ping_pending {
-            if !fits(out, FRAME_HEADER_LEN + 8) {
-                return used(out);
+            if !room.fits(out, FRAME_HEADER_LEN + 8) {
+                return false;
             }
             let seq = self.ping_seq;
             Frame::Ping {
@@ -1431,6 +1051,12 @@ impl TrunkConnection {
             self.ping_pending = false;
             self.ping_outstanding = Some((seq, Some(now)));
         }
+        true
+    }
+
+    /// Each scheduled stream's OPEN, OPEN_OK and WINDOW_UPDATE, together;
+    /// false if a stream's did not fit.
+    fn transmit_stream_control(&mut self, out: &mut Vec<u8>, room: Room) -> bool {
         while let Some(&id) = self.ctrl_queue.front() {
             let Some(s) = self.streams.get_mut(&id) else {
                 self.ctrl_queue.pop_front();
@@ -1456,8 +1082,8 @@ impl TrunkConnection {
                 });
             }
             let len: usize = frames.iter().map(Frame::encoded_len).sum();
-            if !fits(out, len) {
-                return used(out);
+            if !room.fits(out, len) {
+                return false;
             }
             for f in &frames {
                 f.encode(out);
@@ -1473,9 +1099,15 @@ impl TrunkConnection {
             self.ctrl_queue.pop_front();
             self.schedule_send(id);
         }
-        let frame_cap = self.config.max_data_frame as usize;
-        let limit = self.config.stream_send_buffer as usize;
-        while used(out) + FRAME_HEADER_LEN < max_len.max(FRAME_HEADER_LEN + 1) || used(out) == 0 {
+        true
+    }
+
+    /// DATA and FIN of the streams that may send, one frame per stream in
+    /// turn, while a frame with a payload byte still fits.
+    fn transmit_data(&mut self, out: &mut Vec<u8>, room: Room) {
+        while room.used(out) + FRAME_HEADER_LEN < room.max_len.max(FRAME_HEADER_LEN + 1)
+            || room.used(out) == 0
+        {
             let Some(id) = self.send_queue.pop_front() else {
                 break;
             };
@@ -1486,53 +1118,66 @@ impl TrunkConnection {
             if !s.sendable() {
                 continue;
             }
-            if s.send_buf.is_empty() {
-                if !fits(out, FRAME_HEADER_LEN) {
-                    s.in_send = true;
-                    self.send_queue.push_front(id);
-                    break;
-                }
-                Frame::Fin { stream: id }.encode(out);
-                self.stats.frames_sent += 1;
-                s.send_end = SendEnd::FinSent;
-                self.maybe_remove(id);
+            if !s.send_buf.is_empty() {
+                self.transmit_data_frame(id, out, room);
                 continue;
             }
-            let room = max_len.saturating_sub(used(out) + FRAME_HEADER_LEN).max(1);
-            let n = s
-                .send_buf
-                .len()
-                .min(frame_cap)
-                .min(room)
-                .min(s.send_credit as usize);
-            let (a, b) = s.send_buf.as_slices();
-            let payload: Vec<u8>;
-            let slice = if a.len() >= n {
-                &a[..n]
-            } else {
-                payload = a.iter().chain(b.iter()).take(n).copied().collect();
-                &payload[..]
-            };
-            Frame::Data {
-                stream: id,
-                payload: slice,
-            }
-            .encode(out);
-            s.send_buf.drain(..n);
-            s.send_credit -= n as u64;
-            s.stats.bytes_sent += n as u64;
-            self.stats.data_sent += n as u64;
-            self.stats.frames_sent += 1;
-            if s.write_blocked && s.send_buf.len() < limit {
-                s.write_blocked = false;
-                self.events.push_back(Event::StreamWritable { stream: id });
-            }
-            if s.sendable() {
+            if !room.fits(out, FRAME_HEADER_LEN) {
                 s.in_send = true;
-                self.send_queue.push_back(id);
+                self.send_queue.push_front(id);
+                break;
             }
+            Frame::Fin { stream: id }.encode(out);
+            self.stats.frames_sent += 1;
+            s.send_end = SendEnd::FinSent;
+            self.maybe_remove(id);
         }
-        used(out)
+    }
+
+    /// One DATA frame of a stream with bytes and credit: as much as the
+    /// frame size, the room and the credit allow (at least one byte).
+    fn transmit_data_frame(&mut self, id: StreamId, out: &mut Vec<u8>, room: Room) {
+        let frame_cap = self.config.max_data_frame as usize;
+        let limit = self.config.stream_send_buffer as usize;
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let space = room
+            .max_len
+            .saturating_sub(room.used(out) + FRAME_HEADER_LEN)
+            .max(1);
+        let n = s
+            .send_buf
+            .len()
+            .min(frame_cap)
+            .min(space)
+            .min(s.send_credit as usize);
+        let (a, b) = s.send_buf.as_slices();
+        let payload: Vec<u8>;
+        let slice = if a.len() >= n {
+            &a[..n]
+        } else {
+            payload = a.iter().chain(b.iter()).take(n).copied().collect();
+            &payload[..]
+        };
+        Frame::Data {
+            stream: id,
+            payload: slice,
+        }
+        .encode(out);
+        s.send_buf.drain(..n);
+        s.send_credit -= n as u64;
+        s.stats.bytes_sent += n as u64;
+        self.stats.data_sent += n as u64;
+        self.stats.frames_sent += 1;
+        if s.write_blocked && s.send_buf.len() < limit {
+            s.write_blocked = false;
+            self.events.push_back(Event::StreamWritable { stream: id });
+        }
+        if s.sendable() {
+            s.in_send = true;
+            self.send_queue.push_back(id);
+        }
     }
 
     // ----- internals: lifecycle -----------------------------------------
