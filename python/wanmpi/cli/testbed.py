@@ -3,9 +3,10 @@ emulated testbed (testbed/net.py) and the topology file it is built from."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from .. import topo, units
-from ..testbed import emulator, net
+from ..testbed import emulator, net, real_sites, ssh
 from ..topo import Topology
 from .options import topology_for, topology_option
 
@@ -19,6 +20,13 @@ def register(commands) -> None:
         p = actions.add_parser(action, help=text)
         topology_option(p)
         p.set_defaults(handler=handler)
+        if action == "up":
+            p.add_argument("--ssh", action="store_true",
+                           help="also run an OpenSSH server in every node and relay, for `testbed hosts`")
+    hosts = actions.add_parser("hosts", help="write the testbed that is up as a topology of real hosts "
+                               "(launched over ssh: testbed up --ssh)")
+    hosts.add_argument("--output", "-o", metavar="FILE", required=True, help="topology file to write")
+    hosts.set_defaults(handler=cmd_hosts)
 
     clean = commands.add_parser("clean", help="remove every namespace and process a crashed run left behind")
     clean.set_defaults(handler=cmd_clean)
@@ -31,8 +39,27 @@ def register(commands) -> None:
 
 def cmd_up(args) -> int:
     t = topology_for(args)
-    built = net.Net(t).up()
+    built = net.Net(t, ssh=args.ssh).up()
     print(f"testbed {'up' if built else 'already up'}: {describe(t)}")
+    if args.ssh:
+        print(f"ssh: an sshd in every node; WANMPI_SSH={ssh.WRAPPER} (see `wanmpi testbed hosts`)")
+    return 0
+
+
+def cmd_hosts(args) -> int:
+    state = net.State.load()
+    if state is None:
+        raise net.TestbedError("the testbed is not up: run `wanmpi testbed up --ssh` first")
+    t = topo.loads(state.topology_text, state.topology_source)
+    try:
+        text = real_sites.topology_text(t)
+    except real_sites.RealSitesError as e:
+        raise net.TestbedError(str(e)) from None
+    Path(args.output).write_text(text)
+    print(f"wrote {args.output}: {len(t.nodes)} hosts in {len(t.clusters)} clusters")
+    if not state.ssh:
+        print("note: the testbed runs no ssh servers; bring it up with `wanmpi testbed up --ssh`")
+    print(f"launch over ssh from a testbed node with WANMPI_SSH={ssh.WRAPPER}")
     return 0
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .. import paths, shell, tcptune
 from ..topo import NETNS_PREFIX, Cluster, Node, Relay, Topology
-from . import emulator
+from . import emulator, ssh
 
 HOST_QUEUE_BYTES = 1_500_000     # a node's own transmit queue (1000 full packets)
 GLOBAL_SYSCTLS = {"net.core.netdev_max_backlog": 10000}
@@ -119,6 +119,7 @@ class State:
     namespaces: list[str]
     wanem_pid: int | None
     sysctls_before: dict[str, str]
+    ssh: bool = False                  # an sshd in every node (testbed up --ssh)
 
     def save(self) -> None:
         paths.STATE_DIR.mkdir(parents=True, exist_ok=True)
@@ -137,7 +138,7 @@ class State:
 class Net:
     """Builds, inspects and removes the emulated testbed of one topology."""
 
-    def __init__(self, topo: Topology):
+    def __init__(self, topo: Topology, ssh: bool = False):
         if not topo.emulated:
             raise TestbedError(f"{topo.source}: lists real hosts; there is no testbed to build "
                                "(wanmpi run launches over ssh directly)")
@@ -145,6 +146,7 @@ class Net:
         self.created: list[str] = []
         self.wanem: subprocess.Popen | None = None
         self.sysctls_before: dict[str, str] = {}
+        self.ssh = ssh
 
     # ---- build -------------------------------------------------------------
     def up(self) -> bool:
@@ -152,7 +154,12 @@ class Net:
         state = State.load()
         if state is not None:
             if state.topology_text == self.topo.text and not health(state):
-                return False
+                if state.ssh or not self.ssh:
+                    return False
+                ssh.start(self.topo)     # up without ssh: add the servers
+                state.ssh = True
+                state.save()
+                return True
             if state.topology_text != self.topo.text:
                 raise TestbedError(f"a testbed from {state.topology_source} is up; "
                                    "run `wanmpi testbed down` first")
@@ -165,14 +172,15 @@ class Net:
             self.build()
         except BaseException as e:
             teardown(self.state())
-            if isinstance(e, (shell.CommandError, OSError, TestbedError, emulator.EmulatorError)):
+            if isinstance(e, (shell.CommandError, OSError, TestbedError, emulator.EmulatorError,
+                              ssh.SshError)):
                 raise TestbedError(f"testbed up failed and was undone: {e}") from None
             raise
         return True
 
     def state(self) -> State:
         return State(self.topo.source, self.topo.text, list(self.created),
-                     self.wanem.pid if self.wanem else None, self.sysctls_before)
+                     self.wanem.pid if self.wanem else None, self.sysctls_before, self.ssh)
 
     def add_netns(self, name: str) -> None:
         shell.run(["ip", "netns", "add", name])
@@ -188,6 +196,8 @@ class Net:
         for cluster in self.topo.clusters:
             self.build_cluster(cluster)
         self.build_wan()
+        if self.ssh:
+            ssh.start(self.topo)
         self.state().save()
 
     def write_hosts_file(self) -> None:
@@ -412,4 +422,5 @@ def clean() -> list[str]:
     for leftover in (paths.STATE_FILE, paths.STATE_FILE.with_suffix(".tmp"), paths.HOSTS_FILE,
                      emulator.CONFIG, emulator.CONTROL):
         leftover.unlink(missing_ok=True)
+    ssh.remove_files()
     return removed
