@@ -7,11 +7,15 @@ MPIs, no relays and no VPN."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import MPIS, bring_up, program, wanmpi
-from wanmpi.testbed import net
+from wanmpi import paths
+from wanmpi.testbed import net, ssh
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +58,23 @@ def test_the_mpi_alone_cannot_cross_one_to_one_nat(regions, mpi):
     done = run(mpi, regions, "--no-wanmpi", program(mpi, "ring"), timeout=150)
     assert done.returncode != 0
     assert "token 6" not in done.stdout
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_real_hosts_cross_one_to_one_nat_over_ssh(regions, tmp_path, mpi):
+    """The real-sites path: the regions as real hosts launched over OpenSSH
+    from east0; the launcher's ssh and the daemons on the far side reach the
+    other region through the shim (the daemons get it through the job's
+    remote-shell wrapper, ssh carries no environment)."""
+    assert wanmpi("testbed", "up", "--ssh", "-t", regions.source).returncode == 0
+    sites = tmp_path / "regions.toml"
+    assert wanmpi("testbed", "hosts", "-o", str(sites)).returncode == 0
+    done = subprocess.run(net.node_command(regions.node("east0"), [
+        "env", f"WANMPI_SSH={ssh.WRAPPER}", sys.executable, "-m", "wanmpi", "run", "--mpi", mpi,
+        "-t", str(sites), "-n", "4", "--timeout", "120", program(mpi, "where"), "--bytes", "100000"]),
+        capture_output=True, text=True, timeout=200, cwd=paths.REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    hosts = [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("rank ")]
+    assert hosts == ["east0", "east1", "west0", "west1"]
+    assert "allreduce ok" in done.stdout
+    assert not list(Path("/tmp").glob("wanmpi-agent-*")), "the job's remote-shell wrapper was left behind"

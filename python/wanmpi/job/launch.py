@@ -32,7 +32,7 @@ from typing import ClassVar
 from .. import paths, shell
 from ..testbed import net
 from ..topo import Node, Topology
-from . import libwanmpi, relays
+from . import libwanmpi, relays, remote_shell
 
 EXIT_TIMEOUT = 124
 EXIT_RELAY_LOST = 125
@@ -169,7 +169,17 @@ class Job:
 
     @property
     def agent(self) -> str:
-        return str(paths.NS_EXEC_AGENT) if self.emulated else paths.REMOTE_SHELL
+        """The launcher's remote shell: the testbed's agent, ssh, or on real
+        hosts whose daemons need an environment, the job's wrapper of ssh."""
+        if self.emulated:
+            return str(paths.NS_EXEC_AGENT)
+        if self.daemon_environment():
+            return str(self.agent_wrapper)
+        return paths.REMOTE_SHELL
+
+    @property
+    def agent_wrapper(self) -> Path:
+        return Path(f"/tmp/wanmpi-agent-{self.job_id}")
 
     @property
     def interfaces(self) -> str:
@@ -337,6 +347,8 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
 
 def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set) -> int:
     job.hostfile.write_text(launcher.hostfile_text(job))
+    if not job.emulated and job.daemon_environment():
+        remote_shell.write(job.agent_wrapper, job.daemon_environment(), paths.REMOTE_SHELL)
     argv = launcher.argv(job)
     daemon_env = job.daemon_environment()
     if daemon_env:            # set inside the node: the namespace tools themselves run without the shim
@@ -380,6 +392,7 @@ def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set)
         for s, handler in previous.items():
             signal.signal(s, handler)
         job.hostfile.unlink(missing_ok=True)
+        remote_shell.remove(job.agent_wrapper)
     if interrupted:
         # the job is gone; the interrupt ends the caller too (a bench, the demo),
         # whose own cleanup then runs; `wanmpi run` exits with EXIT_INTERRUPTED
