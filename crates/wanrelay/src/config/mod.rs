@@ -1,7 +1,7 @@
 //! The relay's configuration: the types every part of the relay reads.
 //! The reference is docs/wanrelay.md.
 //!
-//! * [`file`]: the file (TOML, or JSON when the name ends in `.json`) read
+//! * [`file`](mod@file): the file (TOML, or JSON when the name ends in `.json`) read
 //!   into a generic value tree, and [`file::Table`], which reads one table
 //!   of it key by key, so every error names the key
 //!   (`peer[1].reachable[0]: ...`);
