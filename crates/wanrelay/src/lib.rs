@@ -1,47 +1,33 @@
 //! wanrelay: the relay daemon of wanmpi (tokio), on top of the I/O-free
 //! protocol core `wanproto`.
 //!
-//! * [`config`]: the configuration file and the pre-shared key file;
-//! * [`inside`]: shim connections from member nodes (connect preamble,
-//!   reply, stream);
-//! * [`trunk`]: authenticated trunk connections to peer relays;
-//! * [`stream`]: splicing a TCP connection with a trunk stream, and the far
-//!   side's connect to the destination node;
-//! * [`relay`]: shared state, listeners, dialers, shutdown;
-//! * [`metrics`]: counters and the Prometheus text endpoint;
-//! * [`rbudp`]: the RBUDP data path (UDP socket, sessions, blasts) for
-//!   peers with `transport = "rbudp"`.
+//! Layers, each calling only the ones below it:
+//!
+//! ```text
+//! main.rs     the command line: --config, --check, exit codes
+//!   |
+//! daemon/     the relay: listeners and accept loops, dialers, trunk events,
+//!   |         shutdown, the metrics page and endpoint
+//! streams/    a local TCP connection carried as a trunk stream: the LAN side
+//!   |         (inside: preamble, route, reply), the far side (deliver),
+//!   |         splicing both ways
+//! transport/  what a trunk carries streams over, behind one interface
+//!   |         (transport/mod.rs): the TCP trunk (trunk.rs, tcp.rs) and
+//!   |         RBUDP (rbudp/, its bulk data over UDP); the trunk table
+//! shared/     the clock, the counters, the context every layer reads
+//! config/     the configuration file and the key file
+//! ```
+//!
+//! A trunk reports what it cannot decide alone (who the authenticated peer
+//! is, whether a stream the peer opened is delivered, RBUDP control, its
+//! close) through [`transport::trunk::TrunkEvents`], which the daemon
+//! implements: calls go down, events come up through that interface only.
 //!
 //! The reference for operators is docs/wanrelay.md; the wire formats are in
 //! docs/wanproto.md.
 
 pub mod config;
-pub mod inside;
-pub mod metrics;
-pub mod rbudp;
-pub mod relay;
-pub mod stream;
-pub mod trunk;
-
-use wanproto::Reason;
-
-/// The label of a reason code in logs and metrics.
-pub fn reason_label(r: Reason) -> &'static str {
-    match r {
-        Reason::Refused => "refused",
-        Reason::Unreachable => "unreachable",
-        Reason::TimedOut => "timed_out",
-        Reason::NotMember => "not_member",
-        Reason::SourceMismatch => "source_mismatch",
-        Reason::NoRoute => "no_route",
-        Reason::ConnectionReset => "connection_reset",
-        Reason::Overloaded => "overloaded",
-        Reason::ShuttingDown => "shutting_down",
-        Reason::Protocol => "protocol",
-        Reason::UnsupportedVersion => "unsupported_version",
-        Reason::TrunkLost => "trunk_lost",
-        Reason::Internal => "internal",
-        Reason::NoSuchConnection => "no_such_connection",
-        Reason::Other(_) => "other",
-    }
-}
+pub mod daemon;
+pub mod shared;
+pub mod streams;
+pub mod transport;

@@ -1,4 +1,5 @@
-//! Counters and the Prometheus text endpoint.
+//! Counters, the names of every metric, and the Prometheus text format
+//! (the endpoint that serves it is the daemon's, [`crate::daemon::endpoint`]).
 //!
 //! Counters live in a registry keyed by name and labels; hot paths fetch
 //! the `Arc<AtomicU64>` of their counter once (per stream or trunk) and add
@@ -9,11 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tracing::debug;
+use wanproto::Reason;
 
 /// Name, help and type of every metric the relay exposes.
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -132,65 +130,23 @@ pub fn gauge(name: &str, labels: Labels<'_>, v: f64) -> (String, String, f64) {
     (name.to_owned(), render_labels(labels), v)
 }
 
-/// Serves `GET /metrics` (and `/`) on `listener` with the text `body()`
-/// returns, until the task is dropped. One small request per connection;
-/// anything else gets 404, a slow or large request is dropped.
-pub async fn serve<F>(listener: TcpListener, body: F)
-where
-    F: Fn() -> String + Send + Sync + 'static,
-{
-    let body = Arc::new(body);
-    loop {
-        let Ok((sock, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let body = body.clone();
-        tokio::spawn(async move {
-            if let Err(e) = answer(sock, &*body).await {
-                debug!(error = %e, "metrics request failed");
-            }
-        });
+/// The label of a reason code in logs and metrics.
+pub fn reason_label(r: Reason) -> &'static str {
+    match r {
+        Reason::Refused => "refused",
+        Reason::Unreachable => "unreachable",
+        Reason::TimedOut => "timed_out",
+        Reason::NotMember => "not_member",
+        Reason::SourceMismatch => "source_mismatch",
+        Reason::NoRoute => "no_route",
+        Reason::ConnectionReset => "connection_reset",
+        Reason::Overloaded => "overloaded",
+        Reason::ShuttingDown => "shutting_down",
+        Reason::Protocol => "protocol",
+        Reason::UnsupportedVersion => "unsupported_version",
+        Reason::TrunkLost => "trunk_lost",
+        Reason::Internal => "internal",
+        Reason::NoSuchConnection => "no_such_connection",
+        Reason::Other(_) => "other",
     }
-}
-
-async fn answer(
-    mut sock: TcpStream,
-    body: &(dyn Fn() -> String + Send + Sync),
-) -> std::io::Result<()> {
-    let mut req = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    let read = async {
-        while !req.windows(4).any(|w| w == b"\r\n\r\n") && !req.windows(2).any(|w| w == b"\n\n") {
-            let n = sock.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            req.extend_from_slice(&buf[..n]);
-            if req.len() > 8192 {
-                return Err(std::io::Error::other("request too large"));
-            }
-        }
-        Ok(())
-    };
-    tokio::time::timeout(Duration::from_secs(2), read)
-        .await
-        .map_err(|_| std::io::Error::other("request timed out"))??;
-    let line = req.split(|&b| b == b'\n').next().unwrap_or(&[]);
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (status, text) = if method == "GET" && (path == "/metrics" || path == "/") {
-        ("200 OK", body())
-    } else {
-        ("404 Not Found", "not found: GET /metrics\n".to_owned())
-    };
-    let head = format!(
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        text.len()
-    );
-    sock.write_all(head.as_bytes()).await?;
-    sock.write_all(text.as_bytes()).await?;
-    sock.shutdown().await
 }

@@ -1,0 +1,169 @@
+//! The relay's listeners, all bound at start (so errors come before
+//! anything runs), and the accept loops of the inside (shim connections)
+//! and outside (trunks from peers) listeners.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::net::{TcpListener, TcpSocket, UdpSocket};
+use tracing::{debug, warn};
+use wanproto::{Reason, Role};
+
+use super::relay::Relay;
+use crate::config::Config;
+use crate::streams::inside;
+use crate::transport::rbudp::udp;
+use crate::transport::trunk::Origin;
+
+/// A failure to start the relay.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// A listener could not be bound.
+    #[error("cannot listen on {what} {addr}: {source}")]
+    Bind {
+        /// Which listener (`inside.listen`, ...).
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Listeners bound at start.
+pub struct Listeners {
+    /// `inside.listen`.
+    pub inside: Vec<TcpListener>,
+    /// `outside.listen`.
+    pub outside: Vec<TcpListener>,
+    /// `metrics.listen`.
+    pub metrics: Option<TcpListener>,
+    /// `outside.udp_listen`.
+    pub udp: Option<UdpSocket>,
+}
+
+/// Binds every listener of `config` (so errors come before anything runs).
+///
+/// # Errors
+/// [`StartError::Bind`] for the first listener that fails.
+pub async fn bind(config: &Config) -> Result<Listeners, StartError> {
+    async fn one(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
+        let sock = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        };
+        let l = sock
+            .and_then(|s| {
+                s.set_reuseaddr(true)?;
+                s.bind(addr)?;
+                s.listen(1024)
+            })
+            .map_err(|source| StartError::Bind { what, addr, source })?;
+        Ok(l)
+    }
+    let mut inside = Vec::new();
+    for &a in &config.inside_listen {
+        inside.push(one("inside.listen", a).await?);
+    }
+    let mut outside = Vec::new();
+    for &a in &config.outside_listen {
+        outside.push(one("outside.listen", a).await?);
+    }
+    let metrics = match config.metrics_listen {
+        Some(a) => Some(one("metrics.listen", a).await?),
+        None => None,
+    };
+    let udp = match config.udp_listen {
+        Some(addr) => Some(udp::bind(addr).map_err(|source| StartError::Bind {
+            what: "outside.udp_listen",
+            addr,
+            source,
+        })?),
+        None => None,
+    };
+    Ok(Listeners {
+        inside,
+        outside,
+        metrics,
+        udp,
+    })
+}
+
+/// Accepts inside connections until the task is dropped.
+pub async fn accept_inside(relay: Arc<Relay>, listener: TcpListener) {
+    loop {
+        let (sock, remote) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and the like: back off instead of spinning.
+                relay
+                    .ctx
+                    .metrics
+                    .inc("wanrelay_errors_total", &[("kind", "inside_accept")]);
+                warn!(error = %e, "inside accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = sock.set_nodelay(true);
+        relay
+            .ctx
+            .metrics
+            .inc("wanrelay_inside_connections_total", &[]);
+        match relay.inside_permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(inside::handle(relay.streams.clone(), sock, remote, permit));
+            }
+            Err(_) => {
+                let streams = relay.streams.clone();
+                tokio::spawn(async move {
+                    inside::refuse(
+                        &streams,
+                        sock,
+                        remote,
+                        Reason::Overloaded,
+                        "too many inside connections (inside.max_connections)",
+                    )
+                    .await
+                });
+            }
+        }
+    }
+}
+
+/// Accepts trunk connections from peers until the task is dropped, at
+/// most `outside.max_pending` handshakes at once.
+pub async fn accept_trunks(relay: Arc<Relay>, listener: TcpListener) {
+    loop {
+        let (sock, remote) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                relay
+                    .ctx
+                    .metrics
+                    .inc("wanrelay_errors_total", &[("kind", "outside_accept")]);
+                warn!(error = %e, "outside accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = relay.pending_trunk_permits.clone().try_acquire_owned() else {
+            relay
+                .ctx
+                .metrics
+                .inc("wanrelay_trunk_refused_total", &[("reason", "limit")]);
+            warn!(%remote, "trunk refused: too many handshakes in progress (outside.max_pending)");
+            continue;
+        };
+        let id = relay.next_trunk_id();
+        debug!(trunk = id, %remote, "trunk connection accepted: handshake");
+        let conn = relay.new_connection(Role::Acceptor, None);
+        let trunk = relay.new_trunk(id, remote, Origin::Accepted, conn);
+        // The permit counts the handshake only: released at authentication or close.
+        trunk.hold_handshake_permit(permit);
+        tokio::spawn(relay.clone().drive(trunk, sock));
+    }
+}
