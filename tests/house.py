@@ -286,7 +286,7 @@ def rust_module_path(src: Path, path: Path) -> tuple[str, ...]:
 
 
 def rust_use_paths(code: str) -> list[list[str]]:
-    """Every path a file names from its own crate: `use` trees expanded, plus inline crate::/super:: paths."""
+    """Every path a file names: `use` trees expanded, plus inline crate::/super:: paths."""
     paths = []
 
     def expand(prefix: list[str], tree: str):
@@ -325,8 +325,15 @@ def rust_crate_edges(src: Path, crate_name: str) -> dict[str, set[str]]:
         is_dir_module = path.name in ("lib.rs", "main.rs", "mod.rs")
         code = rust_without_tests(path.read_text())
         targets = set()
-        for parts in rust_use_paths(code):
-            if parts[0] == "crate" or (path == main and parts[0] == crate_name):
+        module = here if is_dir_module else None        # only a directory module has children
+        children = {k[-1] for k in files if module is not None and len(k) == len(module) + 1
+                    and k[:-1] == module}
+        relative = [[p.strip() for p in m.group(1).split("::")] for child in children
+                    for m in re.finditer(rf"(?<![\w:])({child}(?:\s*::\s*(?:\w+|\*))+)", code)]
+        for parts in rust_use_paths(code) + relative:
+            if parts[0] in children:                     # a child module by its own name (2018 paths)
+                absolute = list(module) + parts
+            elif parts[0] == "crate" or (path == main and parts[0] == crate_name):
                 absolute = parts[1:]
             elif parts[0] in ("super", "self"):
                 base = list(here if is_dir_module else here[:-1]) if parts[0] == "super" else list(here)

@@ -63,6 +63,17 @@ def test_checker_reads_rust_use_trees_and_skips_test_modules(tmp_path):
     assert house.rust_circles(tmp_path) == [["crates/demo/src/a.rs", "crates/demo/src/b.rs"]]
 
 
+def test_checker_follows_a_parent_calling_its_child_module_by_name(tmp_path):
+    src = tmp_path / "crates" / "demo" / "src"
+    (src / "transport").mkdir(parents=True)
+    (src / "lib.rs").write_text("mod transport;\n")
+    (src / "transport" / "mod.rs").write_text("mod tcp;\npub trait Link {}\nfn go() { tcp::start(); }\n")
+    (src / "transport" / "tcp.rs").write_text("pub fn start() {}\n")
+    assert house.rust_circles(tmp_path) == []
+    (src / "transport" / "tcp.rs").write_text("use super::Link;\npub fn start() {}\n")
+    assert house.rust_circles(tmp_path) == [["crates/demo/src/transport/mod.rs", "crates/demo/src/transport/tcp.rs"]]
+
+
 def test_checker_measures_functions_and_honours_a_reason(tmp_path):
     body = "".join(f"    x += {i};\n" for i in range(85))
     c_text = f"static const char *s = \"{{\";\nint f(int x)\n{{\n{body}    return x;\n}}\n"
