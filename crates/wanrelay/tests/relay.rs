@@ -334,6 +334,59 @@ async fn refusals_carry_their_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_to_the_relays_own_listener_is_refused() {
+    // b0's inside listener lies in its members range, as on a real cluster
+    // LAN: a stream naming it must not make b0 connect to itself.
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let (b_inside, _, _) = w.b_addrs;
+    let mut c = connect_via(w.a.inside, "127.0.1.1", b_inside, b"").await;
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::NotMember));
+    assert!(
+        w.b()
+            .wait_log("destination is one of this relay's own listeners", Duration::from_secs(2))
+            .await,
+        "{}",
+        w.b().log_text()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !w.b().log_text().contains("inside connection refused"),
+        "b0 connected to its own inside listener:\n{}",
+        w.b().log_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_refusals_is_counted_but_logged_a_few_times_a_second() {
+    let w = world(WorldOptions::default());
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    for _ in 0..60 {
+        let mut c = connect_via(w.a.inside, "127.0.9.1", dest.addr, b"").await;
+        assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::SourceMismatch));
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut c = connect_via(w.a.inside, "127.0.9.1", dest.addr, b"").await;
+    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::SourceMismatch));
+    assert!(w.a.wait_log("skipped=", Duration::from_secs(2)).await);
+    let log = w.a.log_text();
+    let lines = log.matches("inside connection refused").count();
+    assert!((2..=20).contains(&lines), "{lines} refusal lines for 61 refusals:\n{log}");
+    let skipped: u64 = log
+        .lines()
+        .filter(|l| l.contains("inside connection refused"))
+        .filter_map(|l| l.split("skipped=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(skipped + lines as u64, 61, "{log}");
+    let page = w.a.scrape().await;
+    assert_eq!(
+        metric(&page, "wanrelay_inside_refused_total{reason=\"source_mismatch\"}"),
+        Some(61.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_with_the_wrong_key_is_refused() {
     let w = world(WorldOptions {
         key_b: KEY_WRONG,

@@ -233,6 +233,41 @@ impl Config {
         c.idle_timeout = t.idle_timeout.as_nanos() as u64;
         c
     }
+
+    /// The relay's own listening addresses (inside, outside, UDP, metrics).
+    pub fn own_listeners(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.inside_listen
+            .iter()
+            .chain(self.outside_listen.iter())
+            .chain(self.udp_listen.iter())
+            .chain(self.metrics_listen.iter())
+            .copied()
+    }
+
+    /// Whether `destination` is one of the relay's own listeners: the very
+    /// address, or its port on a wildcard listener when `destination` is
+    /// a loopback address or one this relay listens on. Streams to it are
+    /// refused (a member could otherwise make the relay connect to itself,
+    /// a loop for amplification); [`Config::is_self_connection`] catches
+    /// the rest once connected.
+    pub fn is_own_listener(&self, destination: SocketAddr) -> bool {
+        let ip = destination.ip().to_canonical();
+        let ours = |a: &SocketAddr| a.ip().to_canonical() == ip;
+        self.own_listeners().any(|l| {
+            l.port() == destination.port()
+                && (l.ip().to_canonical() == ip
+                    || (l.ip().is_unspecified()
+                        && (ip.is_loopback() || self.own_listeners().any(|a| ours(&a)))))
+        })
+    }
+
+    /// Whether a connection from `local` to `peer` ended at one of the
+    /// relay's own ports on this host (a local connection: both ends share
+    /// an address).
+    pub fn is_self_connection(&self, local: SocketAddr, peer: SocketAddr) -> bool {
+        local.ip().to_canonical() == peer.ip().to_canonical()
+            && self.own_listeners().any(|l| l.port() == peer.port())
+    }
 }
 
 impl RbudpPeer {

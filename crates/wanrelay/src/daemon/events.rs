@@ -62,13 +62,23 @@ impl TrunkEvents for Relay {
                     ("reason", reason_label(reason)),
                 ],
             );
-            warn!(trunk = trunk.id, peer = trunk.peer_name(), stream, %destination, %source, why, "stream refused");
+            if let Some(skipped) = self.ctx.log_refusal() {
+                warn!(trunk = trunk.id, peer = trunk.peer_name(), stream, %destination, %source, why, skipped,
+                      "stream refused");
+            }
         };
         if !self.ctx.config.members.contains(destination.ip()) {
             return refuse(
                 g,
                 Reason::NotMember,
                 "destination is not a member node of this cluster",
+            );
+        }
+        if self.ctx.config.is_own_listener(destination) {
+            return refuse(
+                g,
+                Reason::NotMember,
+                "destination is one of this relay's own listeners",
             );
         }
         if self.ctx.is_shutting_down() {

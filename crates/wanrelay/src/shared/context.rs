@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use wanproto::Pacer;
 
 use super::clock::Clock;
+use super::log_budget::LogBudget;
 use super::metrics::Registry;
 use crate::config::Config;
 
@@ -29,6 +30,8 @@ pub struct Context {
     pub clock: Clock,
     /// Counters.
     pub metrics: Registry,
+    /// The log lines of refused connections and streams (a few a second).
+    pub refusal_log: LogBudget,
     peers: Vec<PeerShared>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
@@ -55,6 +58,7 @@ impl Context {
             config,
             clock,
             metrics: Registry::default(),
+            refusal_log: LogBudget::default(),
             peers,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
@@ -86,6 +90,12 @@ impl Context {
     pub fn begin_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Release);
         let _ = self.shutdown_tx.send(true);
+    }
+
+    /// Whether a refusal may be logged now: `Some(n)`, n refusals left out
+    /// of the log since the last one logged (see [`LogBudget`]).
+    pub fn log_refusal(&self) -> Option<u64> {
+        self.refusal_log.admit(self.now())
     }
 
     /// The pacer of peer `index`, if paced.

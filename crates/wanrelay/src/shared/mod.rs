@@ -6,11 +6,13 @@
 //!   reason codes;
 //! * [`context`]: the configuration, the clock, the counters, whether
 //!   shutdown has begun, and the per-peer state trunks and streams share
-//!   (pacers, logged-once flags).
+//!   (pacers, logged-once flags);
+//! * [`log_budget`]: at most a few refusal lines a second, the rest counted.
 //!
 //! These files use the configuration ([`crate::config`]) and `wanproto`,
 //! nothing above.
 
 pub mod clock;
 pub mod context;
+pub mod log_budget;
 pub mod metrics;

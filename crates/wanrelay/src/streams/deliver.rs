@@ -17,6 +17,9 @@ use crate::shared::metrics::reason_label;
 use crate::transport::blast::StreamBlast;
 use crate::transport::TrunkStream;
 
+/// Why a stream whose connect ended at the relay itself is refused.
+const SELF_CONNECTION: &str = "destination is one of this relay's own listeners";
+
 /// The far side of `stream`, which the peer opened to `destination` (a
 /// member node, checked by the caller) for `source`: connect, write the
 /// delivery preamble, accept the stream, splice (`blasts`: as for
@@ -30,12 +33,21 @@ pub async fn deliver(
 ) {
     let ctx = streams.ctx.clone();
     let connect = async {
-        let sock = connect_node(destination, ctx.config.inside_bind).await?;
+        let sock = connect_node(destination, ctx.config.inside_bind)
+            .await
+            .map_err(|e| (connect_reason(&e), e.to_string()))?;
+        if let (Ok(local), Ok(peer)) = (sock.local_addr(), sock.peer_addr()) {
+            if ctx.config.is_self_connection(local, peer) {
+                let _ = sock.set_zero_linger();
+                return Err((Reason::NotMember, SELF_CONNECTION.to_owned()));
+            }
+        }
         let _ = sock.set_nodelay(true);
         let mut sock = sock;
         sock.write_all(&Preamble::deliver(destination, source).encode())
-            .await?;
-        Ok::<TcpStream, std::io::Error>(sock)
+            .await
+            .map_err(|e| (connect_reason(&e), e.to_string()))?;
+        Ok::<TcpStream, (Reason, String)>(sock)
     };
     let result = tokio::select! {
         r = tokio::time::timeout(ctx.config.node_connect_timeout, connect) => r,
@@ -55,15 +67,7 @@ pub async fn deliver(
                 "connect timed out",
             )
         }
-        Ok(Err(e)) => {
-            return refuse(
-                &stream,
-                destination,
-                source,
-                connect_reason(&e),
-                &e.to_string(),
-            )
-        }
+        Ok(Err((reason, why))) => return refuse(&stream, destination, source, reason, &why),
         Ok(Ok(s)) => s,
     };
     if stream.accept().is_err() {
@@ -97,8 +101,10 @@ fn refuse(
             ("reason", reason_label(reason)),
         ],
     );
-    info!(trunk = trunk.id, stream = stream.id, %destination, %source, reason = reason_label(reason), why,
-          "cannot connect to the destination: stream refused");
+    if let Some(skipped) = trunk.ctx.log_refusal() {
+        info!(trunk = trunk.id, stream = stream.id, %destination, %source, reason = reason_label(reason), why,
+              skipped, "cannot connect to the destination: stream refused");
+    }
 }
 
 async fn connect_node(addr: SocketAddr, bind: Option<IpAddr>) -> std::io::Result<TcpStream> {

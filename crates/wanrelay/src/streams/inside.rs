@@ -60,11 +60,13 @@ pub async fn refuse(
         "wanrelay_inside_refused_total",
         &[("reason", reason_label(reason))],
     );
-    match reason {
-        Reason::NoRoute | Reason::Overloaded | Reason::ShuttingDown | Reason::NoSuchConnection => {
-            info!(%remote, reason = reason_label(reason), why, "inside connection refused")
+    if let Some(skipped) = streams.ctx.log_refusal() {
+        match reason {
+            Reason::NoRoute | Reason::Overloaded | Reason::ShuttingDown | Reason::NoSuchConnection => {
+                info!(%remote, reason = reason_label(reason), why, skipped, "inside connection refused")
+            }
+            _ => warn!(%remote, reason = reason_label(reason), why, skipped, "inside connection refused"),
         }
-        _ => warn!(%remote, reason = reason_label(reason), why, "inside connection refused"),
     }
     send_refusal(&mut sock, reason).await;
 }
