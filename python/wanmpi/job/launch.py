@@ -107,7 +107,7 @@ class Job:
     @property
     def relayed(self) -> bool:
         """Whether connections between clusters go through relays."""
-        return self.use_relays and self.topo.has_relays and self.emulated and len(self.clusters) > 1
+        return self.use_relays and self.topo.has_relays and len(self.clusters) > 1
 
     @property
     def translated(self) -> bool:

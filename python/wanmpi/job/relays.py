@@ -1,5 +1,6 @@
-"""The relays of a job on the emulated testbed: their configuration, their
-processes, and what the ranks need to use them.
+"""The relays of a job, on the emulated testbed or on real relay hosts (over
+ssh, remote_relay.py): their configuration, their processes, and what the
+ranks need to use them.
 
 With `relays = N` in a topology, every cluster has N relay nodes
 (testbed/net.py builds them). For a job that spans clusters, `wanmpi run`
@@ -31,6 +32,7 @@ from pathlib import Path
 from .. import paths
 from ..testbed import emulator, net
 from ..topo import RELAY_METRICS_PORT, Relay, Topology
+from . import remote_relay
 
 LAST_LOGS = paths.STATE_DIR / "relay-logs"       # the last job's relays: <name>.log, <name>.metrics
 START_TIMEOUT_S = 15.0          # every trunk authenticated within this
@@ -191,14 +193,18 @@ class RelaySet:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
         for relay in self.topo.relays:
-            conf = self.dir / f"{relay.name}.json"
-            conf.write_text(json.dumps(config(self.topo, relay, key), indent=1))
             log = self.dir / f"{relay.name}.log"
-            with open(log, "w") as out:
-                proc = subprocess.Popen(net.in_netns(relay.netns, [*relay_launch(), str(paths.WANRELAY),
-                                                                   "--config", str(conf)]),
-                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+            if relay.emulated:
+                conf = self.dir / f"{relay.name}.json"
+                conf.write_text(json.dumps(config(self.topo, relay, key), indent=1))
+                with open(log, "w") as out:
+                    proc = subprocess.Popen(net.in_netns(relay.netns, [*relay_launch(), str(paths.WANRELAY),
+                                                                       "--config", str(conf)]),
+                                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+            else:
+                proc = remote_relay.start(relay, config(self.topo, relay, Path(remote_relay.KEY_FILE)),
+                                          key.read_text(), log)
             self.running.append(Running(relay, proc, log))
         self.wait_for_trunks(timeout)
 
@@ -210,9 +216,8 @@ class RelaySet:
                 raise RelayError(f"relay {dead[0].relay.name} exited at start: {self.tail(dead[0])}")
             # with rbudp, also every trunk's RBUDP session: a blast request on a
             # stream opened before it is up would stay on TCP
-            up = trunks_up if self.topo.relay.transport == "tcp" else rbudp_up
             missing = [(r, t) for r in self.running for t in sorted(expected_trunks(self.topo, r.relay))
-                       if t not in up(r.relay)]
+                       if t not in self.up(r)]
             if not missing:
                 return
             if time.monotonic() > deadline:
@@ -221,6 +226,12 @@ class RelaySet:
                 raise RelayError(f"relay {r.relay.name}: {what} {k} to {peer} not up after {timeout:g} s "
                                  f"({len(missing)} trunk(s) missing); its log: {self.tail(r)}")
             time.sleep(0.1)
+
+    def up(self, r: Running) -> set[tuple[str, int]]:
+        """The trunks of a relay that are up (with rbudp, with their RBUDP session)."""
+        if not r.relay.emulated:
+            return remote_relay.trunks_up(r.log, self.topo.relay.transport == "rbudp")
+        return (trunks_up if self.topo.relay.transport == "tcp" else rbudp_up)(r.relay)
 
     def dead(self) -> list[Running]:
         return [r for r in self.running if r.proc.poll() is not None]
@@ -235,11 +246,12 @@ class RelaySet:
     def stop(self) -> None:
         # each relay's counters at the end of the job, kept beside its log
         for r in self.running:
-            if r.proc.poll() is None:
+            if r.relay.emulated and r.proc.poll() is None:
                 try:
                     (self.dir / f"{r.relay.name}.metrics").write_text(metrics(r.relay))
                 except (OSError, subprocess.SubprocessError):
                     pass
+        remote_relay.stop([r.proc for r in self.running if not r.relay.emulated])
         alive = [r.proc.pid for r in self.running if r.proc.poll() is None]
         net.kill_pids(alive, grace=6.0)         # wanrelay's own shutdown grace is 5 s
         for r in self.running:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -423,4 +424,7 @@ def clean() -> list[str]:
                      emulator.CONFIG, emulator.CONTROL):
         leftover.unlink(missing_ok=True)
     ssh.remove_files()
+    for job_dir in Path("/tmp").glob("wanrelay-job.*"):    # a relay host's key directory, if its
+        shutil.rmtree(job_dir, ignore_errors=True)           # script was killed with the testbed
+        removed.append(f"relay key directory {job_dir}")
     return removed

@@ -20,14 +20,20 @@ def _host(n) -> str:
 
 
 def _cluster(c: Cluster) -> list[str]:
-    if c.private and not c.nat:
-        raise RealSitesError(f"cluster {c.name!r} is private: its nodes are reachable only through relays, "
-                             "which wanmpi does not yet start over ssh; use public or nat = \"1:1\" clusters")
+    if c.private and not c.nat and not c.relay_nodes:
+        raise RealSitesError(f"cluster {c.name!r} is private and has no relays: nothing outside can reach "
+                             "its nodes (give it relays = N, or nat = \"1:1\")")
     lines = ["[[cluster]]", f'name = "{c.name}"', f'network = "{c.network}"',
              f'nic = "{units.format_rate(c.nic_bps)}"']
     if c.nat:
         lines.append('nat = "1:1"')
+    elif c.private:
+        lines.append("private = true")
     lines.append("hosts = [\n" + "".join(f"    {_host(n)},\n" for n in c.nodes) + "]")
+    if c.relay_nodes:
+        lines.append("relays = [\n" + "".join(
+            f'    {{ host = "{r.name}", inside = "{r.inside}", outside = "{r.outside}" }},\n'
+            for r in c.relay_nodes) + "]")
     return lines + [""]
 
 

@@ -82,8 +82,12 @@ def server_config(name: str, address: str) -> Path:
 def client_config(topo: Topology) -> str:
     """The ssh client's view: every machine by name, this testbed's keys only."""
     lines = []
+    jump = {n.name: c.relay_nodes[0].name for c in topo.clusters
+            if c.private and not c.nat and c.relay_nodes for n in c.nodes}
     for name, _netns, address in endpoints(topo):
         lines += [f"Host {name}", f"    HostName {address}"]
+        if name in jump:              # a private cluster's nodes: through its relay host, as a bastion
+            lines.append(f"    ProxyJump {jump[name]}")
     lines += ["Host *", "    User root", f"    IdentityFile {USER_KEY}", "    IdentitiesOnly yes",
               f"    UserKnownHostsFile {KNOWN_HOSTS}", "    GlobalKnownHostsFile /dev/null",
               "    StrictHostKeyChecking yes", "    BatchMode yes", "    ConnectTimeout 5",

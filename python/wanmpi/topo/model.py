@@ -50,14 +50,20 @@ class Node:
 
 @dataclass(frozen=True)
 class Relay:
-    """A relay node (wanrelay) of an emulated cluster: an inside interface on
-    the cluster's LAN and an outside one on its router's relay network."""
+    """A relay node (wanrelay): an inside interface on the cluster's LAN and an
+    outside one the other clusters' relays reach (on the testbed, the router's
+    relay network; on real sites, a host named in the topology)."""
     name: str
     cluster: str
     index: int
     inside: str             # address on the cluster's LAN
     outside: str            # address on the router's relay network (public)
     nic_bps: int            # each of its two interfaces
+    host: str | None = None     # a real relay host (reached over ssh); None: a testbed relay node
+
+    @property
+    def emulated(self) -> bool:
+        return self.host is None
 
     @property
     def netns(self) -> str:

@@ -1,0 +1,104 @@
+"""Relays on real hosts, through the code real sites run: the testbed of a
+public and a private cluster (examples/relays.toml) brought up with OpenSSH in
+every node and relay, written as real sites (`testbed hosts`), and jobs
+launched over ssh from pub0. `wanmpi run` starts wanrelay on the relay hosts
+over ssh with a fresh key on stdin, waits for the trunks, and stops every
+relay afterwards: after success, failure, or a launcher killed mid-job,
+nothing is left on any host."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import MPIS, bring_up, program, wanmpi
+from wanmpi import paths, topo
+from wanmpi.testbed import net, ssh
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    t = bring_up("examples/relays.toml")
+    up = wanmpi("testbed", "up", "--ssh", "-t", t.source)
+    assert up.returncode == 0, up.stdout + up.stderr
+    path = tmp_path_factory.mktemp("sites") / "relays.toml"
+    done = wanmpi("testbed", "hosts", "-o", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    yield t, topo.load(path)
+    net.teardown(net.State.load())
+
+
+def from_pub0(t, argv: list[str], **kwargs) -> list[str]:
+    return net.node_command(t.node("pub0"), ["env", f"WANMPI_SSH={ssh.WRAPPER}", *argv])
+
+
+def left_behind(t) -> list[str]:
+    """wanrelay processes, ssh sessions and relay key directories still there."""
+    found = []
+    for ns in net.existing_namespaces():
+        for pid in net.namespace_pids(ns):
+            try:
+                cmd = open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+            except OSError:
+                continue
+            rank = cmd.split()[-2:] == ["/usr/bin/sleep", "600"] or cmd.split() == ["/bin/sleep", "600"]
+            if "wanrelay" in cmd or (cmd.startswith("sshd:") and "[listener]" not in cmd) or rank:
+                found.append(f"{ns}: {cmd}")
+    found += [str(p) for p in Path("/tmp").glob("wanrelay-job.*")]
+    return found
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_a_private_cluster_is_reached_through_relays_started_over_ssh(sites, mpi):
+    t, real = sites
+    done = subprocess.run(from_pub0(t, [
+        sys.executable, "-m", "wanmpi", "run", "--mpi", mpi, "-t", real.source, "-n", "4",
+        "--map", "pub0,pub1,priv0,priv1", "--timeout", "120", program(mpi, "where"), "--bytes", "100000"]),
+        capture_output=True, text=True, timeout=200, cwd=paths.REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    hosts = [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("rank ")]
+    assert hosts == ["pub0", "pub1", "priv0", "priv1"]
+    assert "allreduce ok" in done.stdout
+    # every relay ran on its host and carried the job; none is left
+    for r in real.relays:
+        log = (paths.STATE_DIR / "relay-logs" / f"{r.name}.log").read_text()
+        assert "trunk up: peer relay authenticated" in log, log
+    assert left_behind(t) == []
+
+
+def test_a_launcher_killed_mid_job_leaves_no_relay_on_any_host(sites):
+    t, real = sites
+    proc = subprocess.Popen(from_pub0(t, [
+        sys.executable, "-m", "wanmpi", "run", "--mpi", "openmpi", "-t", real.source, "-n", "2",
+        "--map", "pub0,priv0", "/bin/sleep", "600"]), cwd=paths.REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(x.endswith("sleep 600 ") and "wanmpi" not in x for x in left_behind(t)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.2)
+    assert any("wanrelay" in x for x in left_behind(t))
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 20
+    while left_behind(t) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left_behind(t) == []
+
+
+def test_a_relay_host_that_does_not_answer_is_named(sites, tmp_path):
+    t, real = sites
+    broken = tmp_path / "broken.toml"
+    broken.write_text(real.text.replace('host = "priv-relay1"', 'host = "198.19.2.99"'))
+    done = subprocess.run(from_pub0(t, [
+        sys.executable, "-m", "wanmpi", "run", "--mpi", "openmpi", "-t", str(broken), "-n", "2",
+        "--map", "pub0,priv0", "/bin/true"]), capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+    assert done.returncode != 0
+    assert "198.19.2.99" in done.stderr, done.stderr
+    assert left_behind(t) == []
