@@ -1,8 +1,9 @@
 #%Module1.0
 ## wanmpi @VERSION@ (installed by `make install`, docs/install.md), for
 ## environment-modules and Lmod. It finds its prefix from its own path,
-## PREFIX/share/modulefiles/wanmpi/@VERSION@, so the installation keeps
-## working when it is moved or copied.
+## PREFIX/share/modulefiles/wanmpi/@VERSION@ (following a symbolic link to
+## it from a site's modules tree), so the installation keeps working when it
+## is moved or copied.
 
 proc ModulesHelp { } {
     puts stderr "wanmpi @VERSION@: run unmodified MPI programs fast across clusters joined by a"
@@ -13,6 +14,10 @@ proc ModulesHelp { } {
 module-whatis "wanmpi @VERSION@: MPI programs across clusters joined by a wide-area network"
 conflict wanmpi
 
-set prefix [file dirname [file dirname [file dirname [file dirname [file normalize $ModulesCurrentModulefile]]]]]
+set self [file normalize $ModulesCurrentModulefile]
+while {[file type $self] eq "link"} {
+    set self [file normalize [file join [file dirname $self] [file readlink $self]]]
+}
+set prefix [file dirname [file dirname [file dirname [file dirname $self]]]]
 prepend-path PATH $prefix/bin
 setenv WANMPI_PREFIX $prefix
