@@ -18,6 +18,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -74,6 +75,7 @@ def installer():
     """packaging/install.py as a module (its content hash)."""
     spec = importlib.util.spec_from_file_location("wanmpi_installer", REPO / "packaging" / "install.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
