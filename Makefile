@@ -1,6 +1,7 @@
 # wanmpi: two commands on a fresh Debian machine (as root):
 #   make demo    install what is missing, build, run the demonstration
 #   make test    install what is missing, build, run the whole test suite
+#   make install [PREFIX=/opt/wanmpi]   a relocatable installation (docs/install.md)
 # Every step is idempotent; `make setup` and `make build` can be run alone.
 
 SHELL := /bin/bash
