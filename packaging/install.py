@@ -155,7 +155,19 @@ def install_venv(b: Build) -> None:
              src])
         wheel = next((Path(tmp) / "dist").glob("wanmpi-*.whl"))
         run([*pip, "install", "-q", "--no-deps", "--force-reinstall", wheel])
+    forget_wheel_path(b.venv)
     say(f"venv {install.VENV}: {wheel.name}, {', '.join(requirements)}")
+
+
+def forget_wheel_path(venv: Path) -> None:
+    """Remove direct_url.json (PEP 610: where pip took the wheel from, a
+    temporary directory): only informative, and it would make every
+    installation's content hash different."""
+    for direct in venv.glob("lib/python3*/site-packages/wanmpi-*.dist-info/direct_url.json"):
+        direct.unlink()
+        record = direct.with_name("RECORD")
+        lines = record.read_text().splitlines(keepends=True)
+        record.write_text("".join(l for l in lines if not l.startswith(f"{direct.parent.name}/direct_url.json,")))
 
 
 # ---- one MPI -------------------------------------------------------------------------------

@@ -170,8 +170,10 @@ def test_python_package_is_installed_not_editable(prefix):
     assert len(site) == 1
     assert (Path(site[0]) / "wanmpi" / "paths.py").is_file()
     assert not glob.glob(f"{site[0]}/__editable__*") and not glob.glob(f"{site[0]}/*.pth")
-    direct = glob.glob(f"{site[0]}/wanmpi-{VERSION}.dist-info/direct_url.json")
-    assert direct and '"editable": true' not in Path(direct[0]).read_text()
+    info = Path(site[0]) / f"wanmpi-{VERSION}.dist-info"
+    assert sorted(os.listdir(info)) == ["INSTALLER", "METADATA", "RECORD", "REQUESTED", "WHEEL", "entry_points.txt",
+                                        "top_level.txt"]          # no direct_url.json: not where the wheel was
+    assert "direct_url.json" not in (info / "RECORD").read_text()
     assert os.access(Path(site[0]) / "wanmpi" / "testbed" / "ns-exec", os.X_OK)
 
 
@@ -292,6 +294,19 @@ def test_site_mpi_is_added_beside_the_others(prefix, two_clusters, tmp_path):
     assert re.findall(r"rank \d+ of 4 on (\S+)", done.stdout) == ["a0", "b0", "a1", "b1"]
 
 
+def test_site_mpi_needs_a_prefix_of_the_same_version(prefix, tmp_path):
+    copy = linked_copy(prefix, tmp_path / "wanmpi")
+    manifest = copy / "share" / "wanmpi" / "install.json"
+    doc = json.loads(manifest.read_text())
+    manifest.unlink()                                         # a new file: the original keeps its own
+    manifest.write_text(json.dumps({**doc, "version": "0.0.1"}))
+    done = make("install", f"PREFIX={copy}", "MPICC=/usr/bin/mpicc.openmpi", "NAME=old")
+    assert done.returncode != 0
+    assert (f"install: error: {copy} holds wanmpi 0.0.1 and this checkout is {VERSION}: "
+            f"run `make install PREFIX={copy}` first") in done.stderr
+    assert not (copy / "lib" / "wanmpi" / "old").exists()
+
+
 # ---- uninstall --------------------------------------------------------------------------------------
 def test_uninstall_removes_the_prefix(prefix, tmp_path):
     copy = linked_copy(prefix, tmp_path / "wanmpi")
@@ -319,3 +334,15 @@ def test_uninstall_refuses_a_directory_that_is_not_a_prefix(tmp_path):
     assert f"uninstall: error: {tmp_path} is not a wanmpi prefix (no share/wanmpi/install.json): nothing removed" \
         in done.stderr
     assert (tmp_path / "bin" / "wanmpi").read_text() == "not ours\n"
+
+
+# ---- last: installing again ---------------------------------------------------------------------------
+def test_installing_again_gives_the_same_tree(prefix):
+    """make install is idempotent and its content hash reproducible (copies
+    made before keep their files: everything is replaced, not rewritten)."""
+    before = json.loads((prefix / "share" / "wanmpi" / "install.json").read_text())
+    done = make("install", f"PREFIX={prefix}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = json.loads((prefix / "share" / "wanmpi" / "install.json").read_text())
+    assert {**after, "installed": None} == {**before, "installed": None}
+    assert installer().content_hash(prefix) == before["content_hash"]

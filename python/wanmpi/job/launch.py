@@ -176,7 +176,8 @@ class Launcher:
     def missing(self) -> str | None:
         """Why this MPI cannot be used here, or None."""
         if not self.command_path.exists():
-            return f"{self.name}: {self.command_path} not found (run `make setup`)"
+            how = f"it was there when {paths.PREFIX} was installed for it" if paths.PREFIX else "run `make setup`"
+            return f"{self.name}: {self.command_path} not found ({how})"
         return None
 
     def hostfile_text(self, job: Job) -> str:
