@@ -86,9 +86,8 @@ def prefix(tmp_path_factory, request):
     started = time.monotonic()
     done = make("install", f"PREFIX={root / 'wanmpi'}")
     took = time.monotonic() - started
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"\nmake install (with the checks of make build) took {took:.1f} s")
+    with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+        print(f"\nmake install (with the checks of make build) took {took:.1f} s", flush=True)
     assert done.returncode == 0, done.stdout + done.stderr
     yield root / "wanmpi"
     shutil.rmtree(root, ignore_errors=True)
