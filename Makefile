@@ -1,6 +1,7 @@
 # wanmpi: two commands on a fresh Debian machine (as root):
 #   make demo    install what is missing, build, run the demonstration
 #   make test    install what is missing, build, run the whole test suite
+#   make install [PREFIX=/opt/wanmpi]   a relocatable installation (docs/install.md)
 # Every step is idempotent; `make setup` and `make build` can be run alone.
 
 SHELL := /bin/bash
@@ -11,7 +12,8 @@ CARGO := $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 OPENMPI_CC := /usr/bin/mpicc.openmpi
 MPICH_CC := $(VENV)/bin/mpicc
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
-	python3-venv iputils-ping procps util-linux psmisc openssh-client openssh-server
+	python3-venv iputils-ping procps util-linux psmisc openssh-client openssh-server \
+	environment-modules
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
@@ -23,7 +25,7 @@ MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
 FFLAGS := -O2 -Wall
 
-.PHONY: all setup apt venv rust build programs wanem lib demo test clean
+.PHONY: all setup apt venv rust build programs wanem lib demo test clean install uninstall
 
 all: build
 
@@ -133,6 +135,29 @@ $(MPICH_FC): tests/programs/mpich-fortran.sh | apt venv
 
 demo: build
 	$(WANMPI) demo
+
+# make install [PREFIX=DIR]: a self-contained, relocatable installation
+# (docs/install.md; packaging/install.py): wanmpi in a venv of its own, the
+# Rust binaries, libwanshim, and libwanmpi with the MPI programs below for
+# each MPI found (Debian's Open MPI, MPICH 5 from PyPI). make install
+# MPICC=/path/to/mpicc NAME=label adds one more MPI (a site's) to it; make
+# uninstall PREFIX=DIR removes it. Only from the command line: an MPI module
+# that exports MPICC does not change what `make install` does.
+PREFIX_DIR := $(if $(filter command line,$(origin PREFIX)),$(PREFIX),/opt/wanmpi)
+INSTALL_MPICC := $(if $(filter command line,$(origin MPICC)),$(MPICC))
+INSTALL_NAME := $(if $(filter command line,$(origin NAME)),$(NAME))
+INSTALL_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c bench/wanflow.c bench/kernels/cg.c \
+	bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c tests/programs/where.c \
+	tests/programs/ring.c tests/programs/collcheck.c
+INSTALL_FORTRAN := bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90
+install: build
+	$(PY) packaging/install.py install --prefix "$(PREFIX_DIR)" --mpicc "$(INSTALL_MPICC)" --name "$(INSTALL_NAME)" \
+		--openmpi-cc "$(OPENMPI_CC)" --lib-sources "$(LIB_SOURCES)" --lib-flags "$(LIB_FLAGS)" \
+		--cflags "$(CFLAGS)" --fflags "$(FFLAGS)" --programs "$(INSTALL_PROGRAMS)" \
+		--fortran-programs "$(INSTALL_FORTRAN)"
+
+uninstall:
+	python3 packaging/install.py uninstall --prefix "$(PREFIX_DIR)"
 
 test: build
 	$(CARGO) test --release --quiet

@@ -5,7 +5,8 @@
  * MPI_Reduce_scatter_block, MPI_Barrier, MPI_Alltoall and MPI_Alltoallv (C and
  * Fortran) become cluster-aware. What follows is for programs that want to
  * know, or to pace their own point-to-point phases (docs/pacing.md); such
- * programs link with -lwanmpi-<mpi> (build/lib). */
+ * programs link with -lwanmpi-<mpi> (build/lib; lib/wanmpi/<mpi>/libwanmpi.so in
+ * an installed prefix). */
 #ifndef WANMPI_H
 #define WANMPI_H
 
@@ -16,6 +17,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The MPI this build of libwanmpi was compiled against, from its headers:
+ * "Open MPI 4.1.4", "MPICH 5.0.2" (also "Intel MPI ...", "MVAPICH2 ...", or
+ * "MPI 3.1" for an MPI it does not know). `wanmpi run` refuses to preload a
+ * libwanmpi under a launcher of another MPI (docs/install.md). */
+extern const char wanmpi_built_for[];
 
 /* How many clusters the ranks of `comm` span, and which one (0-based, in
  * order of the lowest rank) the calling rank is in. Collective over `comm`

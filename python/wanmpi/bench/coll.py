@@ -91,7 +91,7 @@ def lower_bound(topo: Topology, op: str, size: int, ranks: int, delay_ms: float)
 def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],
                 timeout: float) -> list[dict]:
     """One collbench job of a variant on the running testbed: its JSON rows."""
-    return job_rows(topo, v.mpi, [str(paths.BUILD / v.mpi / "collbench"), *args],
+    return job_rows(topo, v.mpi, [str(paths.program(v.mpi, "collbench")), *args],
                     launch.placement(topo, ranks, mapping), env=v.env, extra_args=v.extra_args,
                     wanmpi=v.wanmpi, timeout=timeout)
 

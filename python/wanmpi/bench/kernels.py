@@ -18,12 +18,12 @@ class Kernel:
     suite sets the iterations so a job takes seconds, not minutes; the message
     sizes are the class's (docs/kernels.md)."""
     name: str
-    program: str                          # in build/<mpi>/
+    program: str                          # paths.program(mpi, program)
     args: dict = field(default_factory=dict)   # class -> argument list
     pattern: str = ""                     # what crosses the WAN (for the tables)
 
     def argv(self, mpi: str, klass: str) -> list[str]:
-        return [str(paths.BUILD / mpi / self.program), *self.args[klass]]
+        return [str(paths.program(mpi, self.program)), *self.args[klass]]
 
 
 def _nas(name: str, iters: tuple[int, int, int], pattern: str, program: str | None = None) -> Kernel:

@@ -117,7 +117,7 @@ def run_pattern(topo: Topology, v: Variant, kernel: str, timeout: float) -> tupl
     ranks = launch.placement(topo, len(topo.nodes))
     before = emulator_totals(emulator.counters())
     with tcpstats.measure(topo, ranks) as m:
-        rows = job_rows(topo, "openmpi", [str(paths.BUILD / "openmpi" / "patterns"), kernel, *KERNELS[kernel]],
+        rows = job_rows(topo, "openmpi", [str(paths.program("openmpi", "patterns")), kernel, *KERNELS[kernel]],
                         ranks, env=env, wanmpi=v.wanmpi, timeout=timeout)
     after = emulator_totals(emulator.counters())
     if rows[-1].get("check") != "ok":

@@ -126,7 +126,7 @@ def tcprtt(t: Topology, variant: str) -> dict:
     """One `path` measurement (see the module's doc)."""
     a, b = t.clusters[0], t.clusters[1]
     a0, b0, ra, rb = a.nodes[0], b.nodes[0], a.relay_nodes[0], b.relay_nodes[0]
-    program = str(paths.BUILD / "tools" / "tcprtt")
+    program = str(paths.tool("tcprtt"))
     shim = {"LD_PRELOAD": str(libwanmpi.shim_library()), "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(t),
             **relays.environment(t)} if variant == "relayed" else {}
     env = ["env", *[f"{k}={v}" for k, v in shim.items()]]
@@ -163,7 +163,7 @@ def execute(case: Case, t: Topology, timeout: float) -> dict:
     use_relays = case.variant != "direct"
     if case.kernel == "pingpong":
         a, b = t.clusters[0].nodes[0], t.clusters[1].nodes[0]
-        out, _ = job_output(t, case.mpi, [str(paths.BUILD / case.mpi / "pingpong"), *PINGPONG_ARGS], [a, b],
+        out, _ = job_output(t, case.mpi, [str(paths.program(case.mpi, "pingpong")), *PINGPONG_ARGS], [a, b],
                             timeout=timeout, use_relays=use_relays)
         m = re.search(r"latency_us ([\d.]+) bandwidth_mbit ([\d.]+) ok", out)
         if not m:
@@ -171,7 +171,7 @@ def execute(case: Case, t: Topology, timeout: float) -> dict:
         return {"latency_us": float(m.group(1)), "bandwidth_mbit": float(m.group(2))}
     if case.kernel == "wanflow":
         nodes = list(t.clusters[0].nodes) + list(t.clusters[1].nodes)
-        rows = job_rows(t, case.mpi, [str(paths.BUILD / case.mpi / "wanflow"), "--bytes", str(case.param("bytes"))],
+        rows = job_rows(t, case.mpi, [str(paths.program(case.mpi, "wanflow")), "--bytes", str(case.param("bytes"))],
                         nodes, timeout=timeout, use_relays=use_relays)
         if rows[-1].get("check") != "ok":
             raise BenchError(f"wanflow: payload check failed: {rows[-1]}")

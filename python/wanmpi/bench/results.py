@@ -10,7 +10,6 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,10 +23,9 @@ FORMAT = "wanmpi-bench/1"
 
 # ---- where and when a run was made --------------------------------------------------------
 def git_commit() -> dict:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(paths.REPO), *args], capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else ""
-    return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "-uno"))}
+    """The commit of this wanmpi: its checkout's, or in a prefix the one it was installed from."""
+    me = paths.identity()
+    return {"commit": me.commit, "dirty": me.dirty}
 
 
 def machine() -> dict:

@@ -50,7 +50,7 @@ def run(topology_path: str | None = None) -> int:
         rows = {}
         for name in launch.Launcher.registry:
             mpi = launch.launcher(name)
-            program = paths.BUILD / name / PINGPONG
+            program = paths.program(name, PINGPONG)
             ranks = [a.nodes[0], a.nodes[1], b.nodes[0]]
             before = wan_bytes()
             with tempfile.TemporaryFile("w+") as out:
@@ -157,7 +157,7 @@ def show_private_cluster(t: topo.Topology) -> int:
           "the same programs, unmodified:")
     print(f"{'ping-pong ' + a0.name + ' <-> ' + b0.name:<30}{'latency':>12}{'bandwidth':>16}{'relayed bytes':>16}")
     for name in launch.Launcher.registry:
-        job = launch.Job(p, [str(paths.BUILD / name / PINGPONG), "-s", "1048576", "-r", "8"], [a0, b0])
+        job = launch.Job(p, [str(paths.program(name, PINGPONG)), "-s", "1048576", "-r", "8"], [a0, b0])
         with tempfile.TemporaryFile("w+") as out:
             status = launch.run_job(launch.launcher(name), job, timeout=300, stdout=out)
             out.seek(0)

@@ -8,6 +8,7 @@ import argparse
 import signal
 import sys
 
+from .. import paths
 from ..bench.cases import BenchError
 from ..bench.plot import PlotError
 from ..job.doctor import DoctorError
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)        # option types raise CliError for a bad value
+        if args.version:
+            print(version_text())
+            return 0
         if not hasattr(args, "handler"):
             parser.print_help()
             return EXIT_USAGE
@@ -46,9 +50,23 @@ def interrupted(_signum, _frame):
     raise KeyboardInterrupt
 
 
+def version_text() -> str:
+    """`wanmpi --version`: version, commit, "checkout DIR" or "prefix DIR", and
+    in a prefix every MPI libwanmpi is installed for."""
+    me = paths.identity()
+    lines = [f"wanmpi {me.version}",
+             f"commit {me.commit or 'unknown'}{' (with uncommitted changes)' if me.dirty else ''}",
+             f"{me.mode} {me.root}"]
+    for m in paths.INSTALLED.mpis if paths.INSTALLED is not None else ():
+        lines.append(f"mpi {m.name}: {m.built_for}, {m.launcher}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wanmpi", description="Run MPI programs fast across clusters "
                                 "joined by a wide-area network, on an emulated testbed or real clusters.")
+    p.add_argument("--version", action="store_true",
+                   help="print the version, the commit and where this wanmpi runs from (a checkout or a prefix)")
     commands = p.add_subparsers(metavar="COMMAND")
     for subcommand in SUBCOMMANDS:
         subcommand.register(commands)

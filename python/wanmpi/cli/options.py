@@ -27,7 +27,12 @@ class CliError(RuntimeError):
 def topology_option(parser) -> None:
     parser.add_argument("--topology", "-t", metavar="FILE",
                         help="topology file (default: $WANMPI_TOPOLOGY, else the testbed that is up, "
-                             f"else {paths.DEFAULT_TOPOLOGY.relative_to(paths.REPO)})")
+                             f"else {default_topology_name()})")
+
+
+def default_topology_name() -> str:
+    """The default topology as help texts show it: relative to the checkout, or in the prefix."""
+    return str(paths.DEFAULT_TOPOLOGY.relative_to(paths.REPO) if paths.REPO else paths.DEFAULT_TOPOLOGY)
 
 
 def topology_for(args) -> Topology:

@@ -41,10 +41,10 @@ def cmd_run(args) -> int:
     t = topology_for(args)
     program = launch.resolve_program(args.program)
     mpi = launch.launcher(args.mpi)
-    other = launch.built_with(program)
-    if other is not None and other != mpi.name:
-        raise CliError(f"{args.program} is built with {other} but --mpi is {mpi.name}: "
-                       f"build it with {mpi.mpicc} or run it with --mpi {other}")
+    others = launch.built_with(program)
+    if others and mpi.name not in others:
+        raise CliError(f"{args.program} is built with {' or '.join(others)} but --mpi is {mpi.name}: "
+                       f"build it with {mpi.mpicc} or run it with --mpi {others[0]}")
     job = launch.Job(t, [program, *args.args], launch.placement(t, args.ranks, args.map), dict(args.env),
                      wanmpi=args.wanmpi, use_relays=args.relays)
     if not (args.tcp_stats or args.tcp_stats_json):

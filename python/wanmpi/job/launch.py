@@ -204,7 +204,8 @@ class Launcher:
     def missing(self) -> str | None:
         """Why this MPI cannot be used here, or None."""
         if not self.command_path.exists():
-            return f"{self.name}: {self.command_path} not found (run `make setup`)"
+            how = f"it was there when {paths.PREFIX} was installed for it" if paths.PREFIX else "run `make setup`"
+            return f"{self.name}: {self.command_path} not found ({how})"
         return None
 
     def hostfile_text(self, job: Job) -> str:
@@ -272,6 +273,19 @@ class MPICH(Launcher):
         return argv + job.extra_args + job.rank_program()
 
 
+def _register_installed() -> None:
+    """In an installed prefix, every MPI of its manifest is a launcher under
+    its NAME (`make install MPICC=... NAME=...`), with the manifest's paths;
+    one named openmpi or mpich takes the place of the built-in one."""
+    for m in paths.INSTALLED.mpis if paths.INSTALLED is not None else ():
+        base = OpenMPI if m.family == "openmpi" else MPICH
+        type(f"{base.__name__}_{m.name}", (base,), {"name": m.name, "command_path": m.launcher,
+                                                    "mpicc": m.mpicc, "library": m.soname})
+
+
+_register_installed()
+
+
 def launcher(name: str) -> Launcher:
     try:
         return Launcher.registry[name]()
@@ -295,13 +309,23 @@ def resolve_program(program: str) -> str:
     return str(path.resolve())
 
 
-def built_with(program: str) -> str | None:
-    """Which registered MPI a program is linked against (None if unknown)."""
+def built_with(program: str) -> list[str]:
+    """The registered MPIs whose library a program is linked against (by
+    soname: several when MPIs share one, none if unknown)."""
     done = shell.run(["readelf", "-d", program], check=False)
-    for l in Launcher.registry.values():
-        if f"[{l.library}]" in done.stdout:
-            return l.name
-    return None
+    return [l.name for l in Launcher.registry.values() if f"[{l.library}]" in done.stdout]
+
+
+def check_libraries(launcher: Launcher) -> None:
+    """libwanmpi for this MPI and libwanshim exist, and libwanmpi was built
+    for the MPI of the launcher (LaunchError naming both if not)."""
+    build = f"`make install MPICC=<its mpicc> NAME={launcher.name}`" if paths.PREFIX is not None else "`make lib`"
+    for library in (libwanmpi.library(launcher.name), libwanmpi.shim_library()):
+        if not library.exists():
+            raise LaunchError(f"{library} not found: build it with {build}, or run without it (--no-wanmpi)")
+    problem = libwanmpi.mismatch(libwanmpi.library(launcher.name), launcher.name, launcher.command_path)
+    if problem:
+        raise LaunchError(problem)
 
 
 # ---- running ----------------------------------------------------------------
@@ -314,10 +338,7 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
     if problem:
         raise LaunchError(problem)
     if job.wanmpi:
-        for library in (libwanmpi.library(launcher.name), libwanmpi.shim_library()):
-            if not library.exists():
-                raise LaunchError(f"{library} not found: build it with `make lib`, "
-                                  "or run without it (--no-wanmpi)")
+        check_libraries(launcher)
     private = [c for c in job.clusters if job.topo.cluster(c).private and not job.topo.cluster(c).nat]
     if private and len(job.clusters) > 1 and not job.relayed:
         why = "the job runs without them (--no-relays)" if job.topo.has_relays else \

@@ -7,19 +7,101 @@ from the topology, so that a job's collectives follow the topology file.
 """
 from __future__ import annotations
 
+import functools
+import re
+import struct
+import subprocess
 from pathlib import Path
 
 from .. import paths
 from ..topo import Topology
 
+BUILT_FOR_SECTION = b".wanmpi_built_for"      # lib/src/coll/built_for.c
+# MPIs whose launchers are interchangeable (what Launcher subclass starts them)
+LAUNCHED_LIKE = {"Open MPI": "openmpi", "MPICH": "mpich", "Intel MPI": "mpich", "MVAPICH2": "mpich",
+                 "MVAPICH": "mpich"}
+
 
 def library(mpi: str) -> Path:
-    return paths.LIBWANMPI_DIR / f"libwanmpi-{mpi}.so"
+    return paths.libwanmpi(mpi)
 
 
 def shim_library() -> Path:
     """libwanshim: the socket shim, one build for every MPI (docs/libwanshim.md)."""
-    return paths.LIBWANMPI_DIR / "libwanshim.so"
+    return paths.libwanshim()
+
+
+# ---- which MPI: the library's against the launcher's ------------------------------------
+def built_for(library: Path) -> str | None:
+    """wanmpi_built_for of a libwanmpi file ("Open MPI 4.1.4", "MPICH 5.0.2"),
+    read from its ELF section without loading it; None if it has none."""
+    try:
+        data = library.read_bytes()
+    except OSError:
+        return None
+    try:
+        return _elf_string(data, BUILT_FOR_SECTION)
+    except (struct.error, ValueError, IndexError):          # not an ELF file we understand
+        return None
+
+
+def _elf_string(data: bytes, wanted: bytes) -> str | None:
+    """The first string in the section named `wanted` of a 64-bit ELF file."""
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return None
+    end = "<" if data[5] == 1 else ">"
+    shoff, = struct.unpack_from(end + "Q", data, 0x28)
+    entsize, count, names = struct.unpack_from(end + "HHH", data, 0x3A)
+
+    def section(i: int) -> tuple:                           # name, ..., offset, size
+        return struct.unpack_from(end + "IIQQQQ", data, shoff + i * entsize)
+    strings = section(names)[4]
+    for i in range(count):
+        name, _, _, _, offset, size = section(i)
+        start = strings + name
+        if data[start:data.index(b"\0", start)] == wanted:
+            return data[offset:offset + size].split(b"\0")[0].decode(errors="replace")
+    return None
+
+
+@functools.cache
+def launcher_mpi(command: Path) -> str | None:
+    """The MPI a launcher belongs to, in wanmpi_built_for's words, from its
+    `--version`: "Open MPI 4.1.4" (mpirun), "MPICH 5.0.2" (hydra),
+    "Intel MPI 2021.10"; None if it does not say."""
+    try:
+        out = subprocess.run([str(command), "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for pattern, name in ((r"\((?:Open MPI|OpenRTE)\) (\d[\w.]*)", "Open MPI"),
+                          (r"Intel\(R\) MPI Library.*?Version (\d[\w.]*)", "Intel MPI"),
+                          (r"HYDRA build details:\s+Version:\s+(\d[\w.]*)", "MPICH")):
+        found = re.search(pattern, out)
+        if found:
+            return f"{name} {found.group(1)}"
+    return None
+
+
+def same_mpi(built: str, launched: str) -> bool:
+    """Whether a libwanmpi built for `built` may run under a launcher of
+    `launched`: the same kind of launcher, and the same version when both
+    name the same MPI (hydra says MPICH's version, not MVAPICH's)."""
+    b_name, _, b_version = built.rpartition(" ")
+    l_name, _, l_version = launched.rpartition(" ")
+    if LAUNCHED_LIKE.get(b_name) != LAUNCHED_LIKE.get(l_name):
+        return False
+    return b_name != l_name or b_version == l_version
+
+
+def mismatch(library: Path, mpi: str, command: Path) -> str | None:
+    """Why `library` must not be preloaded in a job launched by `command` (of
+    the MPI named `mpi`), or None. Unknown on either side: no objection."""
+    built, launched = built_for(library), launcher_mpi(command)
+    if built is None or launched is None or same_mpi(built, launched):
+        return None
+    rebuild = f"make install MPICC=<its mpicc> NAME={mpi}" if paths.PREFIX is not None else "make lib"
+    return (f"libwanmpi {library} was built for {built}, but MPI {mpi!r} launches with {command}, "
+            f"which is {launched}: use the MPI it was built for, or build it for this one ({rebuild})")
 
 
 def cluster_map(topo: Topology) -> str:
