@@ -9,7 +9,8 @@ known_hosts naming every node, and `ssh`, the wrapper to give wanmpi as
 WANMPI_SSH (MPICH's launcher takes one program, not a command line). Each
 sshd runs inside its node's namespace with the node's hostname and the
 testbed's hosts file as /etc/hosts (as ns-exec gives the launcher's
-commands), in the foreground of a process the teardown kills with the
+commands) and a private, empty /opt/wanmpi (a host's own disk, where `wanmpi
+deploy` puts the installation), in the foreground of a process the teardown kills with the
 namespace. The host's own ssh configuration and keys are never touched."""
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ KNOWN_HOSTS = SSH_DIR / "known_hosts"
 CLIENT_CONFIG = SSH_DIR / "config"
 WRAPPER = SSH_DIR / "ssh"
 PORT = 22
+# Seen over ssh, each machine has its own (empty) directory here, as a real
+# host has its own disk: where `wanmpi deploy` installs (the default prefix).
+HOST_LOCAL = Path("/opt/wanmpi")
 START_TIMEOUT_S = 10.0
 
 
@@ -108,10 +112,13 @@ def write_client_files(topo: Topology) -> None:
 def start_server(name: str, netns: str, address: str) -> subprocess.Popen:
     config = server_config(name, address)
     log = open(SSH_DIR / f"sshd-{name}.log", "w")
-    # as ns-exec: the node's hostname and the testbed's hosts file, private to this sshd
-    script = 'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
+    # as ns-exec: the node's hostname and the testbed's hosts file, private to this sshd;
+    # and a directory of its own at HOST_LOCAL, as a real host's disk (wanmpi deploy)
+    script = ('hostname "$1" && mount --bind "$2" /etc/hosts && mount -t tmpfs -o mode=755 tmpfs "$3" '
+              '&& shift 3 && exec "$@"')
     argv = ["ip", "netns", "exec", netns, "unshare", "--uts", "--mount", "--propagation", "private",
-            "sh", "-c", script, "sshd", name, str(paths.HOSTS_FILE), str(SSHD), "-D", "-e", "-f", str(config)]
+            "sh", "-c", script, "sshd", name, str(paths.HOSTS_FILE), str(HOST_LOCAL),
+            str(SSHD), "-D", "-e", "-f", str(config)]
     with log:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True)
@@ -126,6 +133,7 @@ def listening(netns: str, address: str) -> bool:
 def start(topo: Topology) -> None:
     """An sshd in every node and relay namespace, and the client's files."""
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)     # sshd's privilege separation directory
+    HOST_LOCAL.mkdir(parents=True, exist_ok=True)            # the mount point (left empty here)
     make_keys()
     write_client_files(topo)
     servers = {name: (start_server(name, netns, address), netns, address)
