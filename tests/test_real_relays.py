@@ -102,3 +102,22 @@ def test_a_relay_host_that_does_not_answer_is_named(sites, tmp_path):
     assert done.returncode != 0
     assert "198.19.2.99" in done.stderr, done.stderr
     assert left_behind(t) == []
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_public_clusters_with_relays_launch_over_ssh(tmp_path, mpi):
+    """The launcher's ssh to a public node goes direct, not through the relays
+    (a relay's delivery preamble means nothing to sshd); the job's own
+    connections go through them."""
+    t = bring_up("tests/topologies/public-relays.toml")
+    assert wanmpi("testbed", "up", "--ssh", "-t", t.source).returncode == 0
+    path = tmp_path / "public.toml"
+    assert wanmpi("testbed", "hosts", "-o", str(path)).returncode == 0
+    done = subprocess.run(net.node_command(t.node("a0"), [
+        "env", f"WANMPI_SSH={ssh.WRAPPER}", sys.executable, "-m", "wanmpi", "run", "--mpi", mpi, "-t", str(path),
+        "-n", "2", "--map", "a0,b0", "--timeout", "120", program(mpi, "where")]),
+        capture_output=True, text=True, timeout=200, cwd=paths.REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("rank ")] == ["a0", "b0"]
+    assert "trunk up" in (paths.STATE_DIR / "relay-logs" / "a-relay0.log").read_text()
+    assert left_behind(t) == []

@@ -19,6 +19,7 @@ import shlex
 import sys
 from pathlib import Path
 
+RELAY_SETTINGS = ("WANMPI_RELAYS", "WANMPI_RELAY_SOURCES")
 # ssh's options that take a value (the rest are flags), as in testbed/ns-exec
 WITH_VALUE = set("BbcDEeFIiJLlmOopQRSWw")
 
@@ -79,7 +80,11 @@ def main(argv: list[str]) -> int:
         print(f"remote_shell: {e}", file=sys.stderr)
         return 255
     ssh = shlex.split(spec["ssh"])
-    os.execvp(ssh[0], [*ssh, *options, host, remote_command(spec["env"], words)])
+    # ssh itself is not relayed: a relay delivers with a preamble only a shim
+    # understands, and sshd has none (private hosts are reached by ProxyJump).
+    # It stays under the shim for 1:1 NAT, which is invisible to sshd.
+    env = {k: v for k, v in os.environ.items() if k not in RELAY_SETTINGS}
+    os.execvpe(ssh[0], [*ssh, *options, host, remote_command(spec["env"], words)], env)
     return 255
 
 
