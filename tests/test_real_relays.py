@@ -121,3 +121,28 @@ def test_public_clusters_with_relays_launch_over_ssh(tmp_path, mpi):
     assert [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("rank ")] == ["a0", "b0"]
     assert "trunk up" in (paths.STATE_DIR / "relay-logs" / "a-relay0.log").read_text()
     assert left_behind(t) == []
+
+
+@pytest.mark.parametrize("topology, launch_node, ranks", [
+    ("tests/topologies/two-private.toml", "x0", ["x0", "x1", "y0", "y1"]),
+    ("tests/topologies/three-relayed.toml", "a0", ["a0", "b0", "b1", "c0", "c1"]),
+])
+@pytest.mark.parametrize("mpi", MPIS)
+def test_private_and_three_sites_through_relays_over_ssh(tmp_path, topology, launch_node, ranks, mpi):
+    """Two private clusters (launched from inside one: the other is reached by
+    ProxyJump through its relay host), and three sites, two of them private,
+    with every pair of relays trunked."""
+    t = bring_up(topology)
+    assert wanmpi("testbed", "up", "--ssh", "-t", t.source).returncode == 0
+    path = tmp_path / "sites.toml"
+    assert wanmpi("testbed", "hosts", "-o", str(path)).returncode == 0
+    done = subprocess.run(net.node_command(t.node(launch_node), [
+        "env", f"WANMPI_SSH={ssh.WRAPPER}", sys.executable, "-m", "wanmpi", "run", "--mpi", mpi, "-t", str(path),
+        "-n", str(len(ranks)), "--map", ",".join(ranks), "--timeout", "120", program(mpi, "where"),
+        "--bytes", "100000"]), capture_output=True, text=True, timeout=200, cwd=paths.REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("rank ")] == ranks
+    assert "allreduce ok" in done.stdout
+    for r in t.relays:
+        assert "trunk up" in (paths.STATE_DIR / "relay-logs" / f"{r.name}.log").read_text(), r.name
+    assert left_behind(t) == []
