@@ -146,3 +146,39 @@ def test_private_and_three_sites_through_relays_over_ssh(tmp_path, topology, lau
     for r in t.relays:
         assert "trunk up" in (paths.STATE_DIR / "relay-logs" / f"{r.name}.log").read_text(), r.name
     assert left_behind(t) == []
+
+
+def test_a_relay_port_in_use_is_named_and_nothing_is_left(sites):
+    """Something else listens on a relay host's inside port: wanrelay cannot
+    bind, and the job fails at once naming the relay and the address."""
+    t, real = sites
+    relay = t.relay_node("priv-relay0")
+    squatter = subprocess.Popen(net.in_netns(relay.netns, [
+        sys.executable, "-c", "import socket,time; s=socket.socket(); "
+        f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('{relay.inside}', 7400)); "
+        "s.listen(); print('listening', flush=True); time.sleep(120)"]), stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout.readline().strip() == "listening"
+        done = subprocess.run(from_pub0(t, [
+            sys.executable, "-m", "wanmpi", "run", "--mpi", "openmpi", "-t", real.source, "-n", "2",
+            "--map", "pub0,priv0", "/bin/true"]), capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+    finally:
+        squatter.kill()
+        squatter.wait()
+    assert done.returncode != 0
+    assert "relay priv-relay0 exited at start" in done.stderr and f"{relay.inside}:7400" in done.stderr, done.stderr
+    assert left_behind(t) == []
+
+
+def test_a_job_that_times_out_leaves_no_relay_on_any_host(sites):
+    t, real = sites
+    done = subprocess.run(from_pub0(t, [
+        sys.executable, "-m", "wanmpi", "run", "--mpi", "mpich", "-t", real.source, "-n", "2",
+        "--map", "pub0,priv0", "--timeout", "5", "/bin/sleep", "600"]), capture_output=True, text=True,
+        timeout=120, cwd=paths.REPO)
+    assert done.returncode == 124, done.stdout + done.stderr
+    assert "ran longer than 5 s" in done.stdout
+    deadline = time.monotonic() + 20
+    while left_behind(t) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left_behind(t) == []
