@@ -126,7 +126,9 @@ def install_base(b: Build, version: str) -> None:
     if modules.exists():
         shutil.rmtree(modules)              # one version per prefix
     put_text((REPO / "packaging" / "modulefile.tcl").read_text().replace("@VERSION@", version), modules / version)
-    say("bin/wanmpi, wanrelay, wanem, udpprobe, libwanshim, examples, docs, modulefile")
+    put_text((REPO / "packaging" / "wanrelay@.service").read_text().replace("@PREFIX@", str(p)),
+             p / "share" / "wanmpi" / "systemd" / "wanrelay@.service")
+    say("bin/wanmpi, wanrelay, wanem, udpprobe, libwanshim, examples, docs, modulefile, systemd unit")
 
 
 def prefix_requirements() -> list[str]:

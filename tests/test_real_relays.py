@@ -182,3 +182,44 @@ def test_a_job_that_times_out_leaves_no_relay_on_any_host(sites):
     while left_behind(t) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left_behind(t) == []
+
+
+def test_standing_relays_up_used_by_jobs_and_down(sites, tmp_path):
+    """`wanmpi relay up|status|down` keep relays running on the relay hosts
+    (key, configuration, pid and log in /var/lib/wanmpi/relay, the key mode
+    0600); a topology with [relay] standing = true makes jobs use them and
+    leave them running."""
+    t, real = sites
+    standing = tmp_path / "standing.toml"
+    standing.write_text(real.text + "\n[relay]\nstanding = true\n")
+    wm = [sys.executable, "-m", "wanmpi"]
+
+    def on_pub0(*args, timeout=120):
+        return subprocess.run(from_pub0(t, [*wm, *args]), capture_output=True, text=True, timeout=timeout,
+                              cwd=paths.REPO)
+    before = on_pub0("relay", "status", "-t", str(standing))
+    assert before.returncode == 1 and "relay priv-relay0 (priv-relay0) is not running" in before.stdout
+    refused = on_pub0("run", "-t", str(standing), "-n", "2", "--map", "pub0,priv0", "/bin/true")
+    assert refused.returncode != 0 and "standing relays are not ready" in refused.stderr
+    try:
+        up = on_pub0("relay", "up", "-t", str(standing))
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert up.stdout.count("running  trunks up 1/1") == 4, up.stdout
+        state = Path("/var/lib/wanmpi/relay")
+        for r in real.relays:
+            assert (state / f"{r.name}.key").stat().st_mode & 0o777 == 0o600
+        pids = sorted((state / f"{r.name}.pid").read_text() for r in real.relays)
+        for mpi in MPIS:
+            job = on_pub0("run", "--mpi", mpi, "-t", str(standing), "-n", "2", "--map", "pub0,priv0",
+                          program(mpi, "where"))
+            assert job.returncode == 0, job.stdout + job.stderr
+            assert [line.split()[-1] for line in job.stdout.splitlines() if line.startswith("rank ")] == \
+                ["pub0", "priv0"]
+        assert on_pub0("relay", "status", "-t", str(standing)).returncode == 0
+        again = on_pub0("relay", "up", "-t", str(standing))
+        assert again.returncode == 0 and sorted((state / f"{r.name}.pid").read_text() for r in real.relays) == pids
+    finally:
+        down = on_pub0("relay", "down", "-t", str(standing))
+    assert down.returncode == 0 and down.stdout.count("stopped") == 4, down.stdout + down.stderr
+    assert not list(Path("/var/lib/wanmpi/relay").glob("*"))
+    assert not any("wanrelay" in x for x in left_behind(t))

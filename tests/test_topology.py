@@ -130,6 +130,8 @@ def test_routes_go_around_a_missing_link():
      'relays = [{ host = "g", inside = "11.0.0.9", outside = "1.2.3.4" }]\n', "cluster[0].relays[0].inside",
      "not in the cluster's network"),
     (GOOD + "[relay]\nconnections = 0\n", "relay.connections", "outside [1, 64]"),
+    ('[[cluster]]\nname = "a"\nrelays = 1\n[[cluster]]\nname = "b"\nrelays = 1\n[relay]\nstanding = true\n',
+     "relay.standing", "only for relay hosts of real clusters"),
     (GOOD + "[relay]\npacing = \"fast\"\n", "relay.pacing", ""),
     (GOOD + "[relay]\ntransport = \"udp\"\n", "relay.transport", "not a relay transport"),
     (GOOD + "[relay]\nrbudp_rate = \"90Mbit\"\n", "relay.rbudp_rate", "only with transport = \"rbudp\""),

@@ -13,16 +13,17 @@ from ..bench.cases import BenchError
 from ..bench.plot import PlotError
 from ..job.deploy import DeployError
 from ..job.doctor import DoctorError
+from ..job.standing_relays import StandingError
 from ..job.launch import EXIT_INTERRUPTED, LaunchError
 from ..testbed.emulator import EmulatorError
 from ..testbed.net import TestbedError
 from ..topo import TopologyError
-from . import bench, demo, deploy, doctor, link, plot, run, testbed
+from . import bench, demo, deploy, doctor, link, plot, relay, run, testbed
 from .options import CliError
 
 EXIT_USAGE = 2
-USER_ERRORS = (CliError, DeployError, TopologyError, TestbedError, LaunchError, EmulatorError, PlotError, BenchError, DoctorError)
-SUBCOMMANDS = (testbed, run, deploy, link, plot, doctor, demo, bench)      # in the order `wanmpi --help` lists them
+USER_ERRORS = (CliError, DeployError, StandingError, TopologyError, TestbedError, LaunchError, EmulatorError, PlotError, BenchError, DoctorError)
+SUBCOMMANDS = (testbed, run, deploy, relay, link, plot, doctor, demo, bench)      # in the order `wanmpi --help` lists them
 
 
 def main(argv: list[str] | None = None) -> int:

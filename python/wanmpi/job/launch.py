@@ -32,7 +32,7 @@ from typing import ClassVar
 from .. import paths, shell
 from ..testbed import net
 from ..topo import Node, Topology
-from . import libwanmpi, relays, remote_shell
+from . import libwanmpi, relays, remote_shell, standing_relays
 
 EXIT_TIMEOUT = 124
 EXIT_RELAY_LOST = 125
@@ -357,6 +357,12 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
         if problems:
             raise LaunchError("the testbed is not healthy: " + "; ".join(problems))
     if not job.relayed:
+        return _run(launcher, job, timeout, stdout, None)
+    if job.topo.relay.standing:                 # kept running by `wanmpi relay up`
+        try:
+            standing_relays.require_up(job.topo)
+        except standing_relays.StandingError as e:
+            raise LaunchError(str(e)) from None
         return _run(launcher, job, timeout, stdout, None)
     with relays.RelaySet(job.topo, job.job_id) as relay_set:
         try:

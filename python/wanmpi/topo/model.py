@@ -207,6 +207,7 @@ class RelaySettings:
     rbudp_rate_bps: int | None = None
     rbudp_payload: int | None = None
     rbudp_streams: str = "all"
+    standing: bool = False          # real sites: relays kept running (`wanmpi relay up`), not per job
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ COLLECTIVES_DEFAULTS = {"lanes": "auto", "chunk": "32KiB", "small": "8KiB",
 PACING_MODES = ("off", "fixed", "matb")
 ALLTOALL_RATES = ("auto", "matb", "off")           # how an all-to-all is paced while it runs
 PACING_KEYS = {"mode", "rate", "senders", "alltoall", "divisor"}
-RELAY_KEYS = {"connections", "pacing", "transport", "rbudp_rate", "rbudp_payload", "rbudp_streams"}
+RELAY_KEYS = {"connections", "pacing", "transport", "rbudp_rate", "rbudp_payload", "rbudp_streams", "standing"}
 RELAY_TRANSPORTS = ("tcp", "rbudp")
 RBUDP_STREAMS = ("all", "requested")
 TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing", "relay"}
@@ -164,7 +164,11 @@ class _Reader:
                             f"cluster(s) {', '.join(without)} have no relays but {relaying[0].name!r} has: "
                             "with relays, every cluster needs at least one (a connection is relayed at "
                             "both ends)")
-        return RelaySettings(connections, pacing, transport, **rbudp)
+        standing = self.boolean("relay.standing", settings.get("standing", False))
+        if standing and any(r.emulated for c in clusters for r in c.relay_nodes):
+            raise self.fail("relay.standing", "only for relay hosts of real clusters (relays = [{ host = ... }]); "
+                            "the testbed starts its relays for each job")
+        return RelaySettings(connections, pacing, transport, **rbudp, standing=standing)
 
     def pacing(self, raw: object) -> Pacing:
         settings = self.table(raw, "pacing", PACING_KEYS)
