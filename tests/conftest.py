@@ -66,6 +66,24 @@ def private_cluster():
     net.teardown(net.State.load())
 
 
+def testbed_processes() -> list[tuple[str, str]]:
+    """(namespace, command line) of every process in a testbed namespace."""
+    found = []
+    for ns in net.existing_namespaces():
+        for pid in net.namespace_pids(ns):
+            try:
+                with open(f"/proc/{pid}/cmdline") as f:
+                    found.append((ns, f.read().replace("\0", " ")))
+            except OSError:
+                continue
+    return found
+
+
+def is_ssh_session(cmd: str) -> bool:
+    """An sshd process serving a connection (not a node's listening sshd)."""
+    return cmd.startswith("sshd:") and "[listener]" not in cmd
+
+
 def wan_counters() -> dict:
     return emulator.counters()
 

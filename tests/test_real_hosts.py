@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import MPIS, program, wan_counters, wanmpi
+from conftest import MPIS, is_ssh_session, program, testbed_processes, wan_counters, wanmpi
 from wanmpi import paths, topo
 from wanmpi.testbed import net, ssh
 
@@ -28,16 +28,7 @@ def real_sites(two_clusters, tmp_path_factory):
 
 def session_processes() -> list[str]:
     """sshd session processes (one per open ssh connection) in the testbed."""
-    out = []
-    for ns in net.existing_namespaces():
-        for pid in net.namespace_pids(ns):
-            try:
-                cmd = open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
-            except OSError:
-                continue
-            if cmd.startswith("sshd:") and "[listener]" not in cmd:
-                out.append(f"{ns}: {cmd}")
-    return out
+    return [f"{ns}: {cmd}" for ns, cmd in testbed_processes() if is_ssh_session(cmd)]
 
 
 def test_the_testbed_as_real_hosts_names_every_node(two_clusters, real_sites):

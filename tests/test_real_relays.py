@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MPIS, bring_up, program, wanmpi
+from conftest import MPIS, bring_up, is_ssh_session, program, testbed_processes, wanmpi
 from wanmpi import paths, topo
 from wanmpi.testbed import net, ssh
 
@@ -40,15 +40,10 @@ def from_pub0(t, argv: list[str], **kwargs) -> list[str]:
 def left_behind(t) -> list[str]:
     """wanrelay processes, ssh sessions and relay key directories still there."""
     found = []
-    for ns in net.existing_namespaces():
-        for pid in net.namespace_pids(ns):
-            try:
-                cmd = open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
-            except OSError:
-                continue
-            rank = cmd.split()[-2:] == ["/usr/bin/sleep", "600"] or cmd.split() == ["/bin/sleep", "600"]
-            if "wanrelay" in cmd or (cmd.startswith("sshd:") and "[listener]" not in cmd) or rank:
-                found.append(f"{ns}: {cmd}")
+    for ns, cmd in testbed_processes():
+        rank = cmd.split()[-2:] == ["/usr/bin/sleep", "600"] or cmd.split() == ["/bin/sleep", "600"]
+        if "wanrelay" in cmd or is_ssh_session(cmd) or rank:
+            found.append(f"{ns}: {cmd}")
     found += [str(p) for p in Path("/tmp").glob("wanrelay-job.*")]
     return found
 
