@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -66,7 +67,7 @@ def private_cluster():
     net.teardown(net.State.load())
 
 
-def testbed_processes() -> list[tuple[str, str]]:
+def namespace_processes() -> list[tuple[str, str]]:
     """(namespace, command line) of every process in a testbed namespace."""
     found = []
     for ns in net.existing_namespaces():
@@ -82,6 +83,18 @@ def testbed_processes() -> list[tuple[str, str]]:
 def is_ssh_session(cmd: str) -> bool:
     """An sshd process serving a connection (not a node's listening sshd)."""
     return cmd.startswith("sshd:") and "[listener]" not in cmd
+
+
+def left_behind(t=None) -> list[str]:
+    """wanrelay processes, ssh sessions, ranks of `sleep 600` and relay key
+    directories still there (relays over ssh, tests/test_real_relay*.py)."""
+    found = []
+    for ns, cmd in namespace_processes():
+        rank = cmd.split()[-2:] == ["/usr/bin/sleep", "600"] or cmd.split() == ["/bin/sleep", "600"]
+        if "wanrelay" in cmd or is_ssh_session(cmd) or rank:
+            found.append(f"{ns}: {cmd}")
+    found += [str(p) for p in Path("/tmp").glob("wanrelay-job.*")]
+    return found
 
 
 def wan_counters() -> dict:

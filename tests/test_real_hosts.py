@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import MPIS, is_ssh_session, program, testbed_processes, wan_counters, wanmpi
+from conftest import MPIS, is_ssh_session, program, namespace_processes, wan_counters, wanmpi
 from wanmpi import paths, topo
 from wanmpi.testbed import net, ssh
 
@@ -28,7 +28,7 @@ def real_sites(two_clusters, tmp_path_factory):
 
 def session_processes() -> list[str]:
     """sshd session processes (one per open ssh connection) in the testbed."""
-    return [f"{ns}: {cmd}" for ns, cmd in testbed_processes() if is_ssh_session(cmd)]
+    return [f"{ns}: {cmd}" for ns, cmd in namespace_processes() if is_ssh_session(cmd)]
 
 
 def test_the_testbed_as_real_hosts_names_every_node(two_clusters, real_sites):
