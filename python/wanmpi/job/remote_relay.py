@@ -29,18 +29,26 @@ STOP_WAIT_S = 8.0                   # wanrelay's own shutdown grace is 5 s
 TRUNK_UP = re.compile(r'trunk up: peer relay authenticated .*?peer="?([\w.-]+)"? .*?slot=(\d+)')
 RBUDP_UP = re.compile(r'RBUDP session up: .*?peer="?([\w.-]+)"?')
 
+# A shell function for the scripts on relay hosts (here and standing_relays.py):
+# `write_files KEY CONFIG` reads the two lines `credentials` sends and writes
+# the key and the configuration (its key_file pointing at KEY) under umask 077.
+WRITE_FILES = r'''write_files() {
+    IFS= read -r key
+    IFS= read -r conf
+    printf '%s' "$key" > "$1"
+    printf '%s' "$conf" | base64 -d | sed "s#@WANMPI_KEY_FILE@#$1#" > "$2"
+}
+'''
+
 # $1: the wanrelay binary. stdin: the key (one line), the config (base64, one
 # line), then nothing until the job ends.
-SCRIPT = r'''set -e
+SCRIPT = WRITE_FILES + r'''set -e
 umask 077
 d=$(mktemp -d "${TMPDIR:-/tmp}/wanrelay-job.XXXXXX")
 watcher=
 trap 'kill "$watcher" "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$d"' EXIT
 trap 'exit 143' TERM HUP INT
-IFS= read -r key
-IFS= read -r conf
-printf '%s' "$key" > "$d/key"
-printf '%s' "$conf" | base64 -d | sed "s#@WANMPI_KEY_FILE@#$d/key#" > "$d/config.json"
+write_files "$d/key" "$d/config.json"
 exec 3<&0
 "$1" --config "$d/config.json" </dev/null &
 pid=$!
@@ -54,6 +62,12 @@ exit $status
 '''
 
 
+def credentials(config: dict, key: str) -> bytes:
+    """What WRITE_FILES reads: the key, then the configuration (whose key_file
+    is KEY_FILE) in base64, a line each."""
+    return f"{key}\n{base64.b64encode(json.dumps(config).encode()).decode()}\n".encode()
+
+
 def start(relay: Relay, config: dict, key: str, log: Path) -> subprocess.Popen:
     """wanrelay on `relay.host` with `config` (whose key_file is KEY_FILE);
     its output goes to `log`. The returned process is the ssh session."""
@@ -62,9 +76,8 @@ def start(relay: Relay, config: dict, key: str, log: Path) -> subprocess.Popen:
         proc = subprocess.Popen([*shlex.split(paths.REMOTE_SHELL), relay.host, command],
                                 stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    encoded = base64.b64encode(json.dumps(config).encode()).decode()
     try:
-        proc.stdin.write(f"{key}\n{encoded}\n".encode())
+        proc.stdin.write(credentials(config, key))
         proc.stdin.flush()
     except BrokenPipeError:
         pass                        # the session failed at once: its log says why

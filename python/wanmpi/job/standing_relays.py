@@ -12,8 +12,6 @@ shutdown) and removes the files. The install's systemd unit
 (share/wanmpi/systemd/wanrelay@.service) runs the same files."""
 from __future__ import annotations
 
-import base64
-import json
 import secrets
 import shlex
 import subprocess
@@ -28,14 +26,11 @@ from . import relays, remote_relay
 STATE = "/var/lib/wanmpi/relay"
 START_TIMEOUT_S = 15.0
 
-UP = r'''set -e
+UP = remote_relay.WRITE_FILES + r'''set -e
 umask 077
 mkdir -p "$2"
-IFS= read -r key
-IFS= read -r conf
-if [ -f "$2/$3.pid" ] && kill -0 "$(cat "$2/$3.pid")" 2>/dev/null; then echo "already running"; exit 0; fi
-printf '%s' "$key" > "$2/$3.key"
-printf '%s' "$conf" | base64 -d | sed "s#@WANMPI_KEY_FILE@#$2/$3.key#" > "$2/$3.json"
+if [ -f "$2/$3.pid" ] && kill -0 "$(cat "$2/$3.pid")" 2>/dev/null; then cat >/dev/null; echo "already running"; exit 0; fi
+write_files "$2/$3.key" "$2/$3.json"
 setsid "$1" --config "$2/$3.json" >"$2/$3.log" 2>&1 </dev/null &
 echo $! > "$2/$3.pid"
 echo started
@@ -115,8 +110,7 @@ def missing(topo: Topology, states: list[RelayState]) -> list[str]:
 def up(topo: Topology, timeout: float = START_TIMEOUT_S) -> list[RelayState]:
     key = secrets.token_hex(32)
     for r in _real_relays(topo):
-        conf = base64.b64encode(json.dumps(relays.config(topo, r, Path(remote_relay.KEY_FILE))).encode())
-        _script(r, UP, stdin=f"{key}\n{conf.decode()}\n".encode())
+        _script(r, UP, stdin=remote_relay.credentials(relays.config(topo, r, Path(remote_relay.KEY_FILE)), key))
     deadline = time.monotonic() + timeout
     while True:
         states = status(topo)
