@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
-use tokio::net::{TcpListener, TcpSocket, UdpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
 use tracing::{debug, warn};
 use wanproto::{Reason, Role};
 
@@ -92,22 +92,30 @@ pub async fn bind(config: &Config) -> Result<Listeners, StartError> {
     })
 }
 
-/// Accepts inside connections until the task is dropped.
-pub async fn accept_inside(relay: Arc<Relay>, listener: TcpListener) {
+/// The next connection on `listener` (`side`: "inside" or "outside"). A
+/// failed accept (EMFILE and the like) is counted and logged, then retried
+/// after a pause instead of spinning.
+async fn accept_next(relay: &Relay, listener: &TcpListener, side: &str) -> (TcpStream, SocketAddr) {
     loop {
-        let (sock, remote) = match listener.accept().await {
-            Ok(x) => x,
+        match listener.accept().await {
+            Ok(x) => return x,
             Err(e) => {
-                // EMFILE and the like: back off instead of spinning.
+                let kind = format!("{side}_accept");
                 relay
                     .ctx
                     .metrics
-                    .inc("wanrelay_errors_total", &[("kind", "inside_accept")]);
-                warn!(error = %e, "inside accept failed");
+                    .inc("wanrelay_errors_total", &[("kind", kind.as_str())]);
+                warn!(error = %e, "{side} accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
             }
-        };
+        }
+    }
+}
+
+/// Accepts inside connections until the task is dropped.
+pub async fn accept_inside(relay: Arc<Relay>, listener: TcpListener) {
+    loop {
+        let (sock, remote) = accept_next(&relay, &listener, "inside").await;
         let _ = sock.set_nodelay(true);
         relay
             .ctx
@@ -138,18 +146,7 @@ pub async fn accept_inside(relay: Arc<Relay>, listener: TcpListener) {
 /// most `outside.max_pending` handshakes at once.
 pub async fn accept_trunks(relay: Arc<Relay>, listener: TcpListener) {
     loop {
-        let (sock, remote) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                relay
-                    .ctx
-                    .metrics
-                    .inc("wanrelay_errors_total", &[("kind", "outside_accept")]);
-                warn!(error = %e, "outside accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let (sock, remote) = accept_next(&relay, &listener, "outside").await;
         let Ok(permit) = relay.pending_trunk_permits.clone().try_acquire_owned() else {
             relay
                 .ctx
