@@ -107,3 +107,36 @@ def test_deploy_refuses_what_is_not_a_prefix_and_names_a_silent_host(prefix, sit
 def test_deploy_needs_an_installed_prefix():
     done = wanmpi("deploy", "-t", "examples/real-clusters.toml")
     assert done.returncode == 2 and "runs from a source checkout" in done.stderr
+
+
+def test_a_host_with_another_version_or_without_the_program_is_named_before_the_job(prefix, sites):
+    """Deployed everywhere, then b1's copy made another version and a
+    program put on a0's disk only: `wanmpi run` from the deployed prefix
+    names b1's version against its own, and every host lacking the
+    program, before any rank starts; deploying again repairs b1."""
+    t, real = sites
+    wm = ssh.HOST_LOCAL / "bin" / "wanmpi"
+    assert on_a0(t, [prefix / "bin" / "wanmpi", "deploy", "-t", real.source, "--prefix", ssh.HOST_LOCAL]).returncode == 0
+    manifest = ssh.HOST_LOCAL / install.MANIFEST
+    assert on_a0(t, [ssh.WRAPPER, "b1", f"sed -i 's/\"version\": \"[^\"]*\"/\"version\": \"0.0.1\"/; "
+                                        f"s/\"content_hash\": \"[^\"]*\"/\"content_hash\": \"sha256:{'e' * 64}\"/' {manifest}"]
+                 ).returncode == 0
+    here_only = ssh.HOST_LOCAL / "site-programs" / "where"
+    assert on_a0(t, [ssh.WRAPPER, "a0", f"mkdir -p {here_only.parent} && "
+                                        f"cp {ssh.HOST_LOCAL}/libexec/wanmpi/openmpi/where {here_only}"]).returncode == 0
+
+    def job(program):
+        return on_a0(t, [ssh.WRAPPER, "a0", f"WANMPI_SSH={ssh.WRAPPER}", wm, "run", "-t", real.source, "-n", "4",
+                         program])
+    done = job(here_only)
+    assert done.returncode != 0 and "the job cannot start" in done.stderr, done.stdout + done.stderr
+    assert f"host b1: has wanmpi 0.0.1 (content eeeeeeeeeeee) in {ssh.HOST_LOCAL}, this host {VERSION}" in done.stderr
+    assert "run `wanmpi deploy -t TOPOLOGY`" in done.stderr
+    for host in ("a1", "b0", "b1"):
+        assert f"host {host}: program {here_only} is not an executable file there" in done.stderr, done.stderr
+    assert "host a0" not in done.stderr and "rank " not in done.stdout
+    # deploy puts b1 right; then the job runs
+    again = on_a0(t, [prefix / "bin" / "wanmpi", "deploy", "-t", real.source, "--prefix", ssh.HOST_LOCAL])
+    assert again.returncode == 0 and rows(again.stdout)["b1"][2] == "copied (tar)", again.stdout
+    fixed = job(ssh.HOST_LOCAL / "libexec" / "wanmpi" / "openmpi" / "where")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr

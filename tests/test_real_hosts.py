@@ -5,6 +5,7 @@ over ssh from node a0 as from a login node, with the same arguments and
 environment as on the testbed and no namespace shortcut."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -61,8 +62,33 @@ def test_job_on_real_hosts_launches_over_ssh(two_clusters, real_sites, mpi):
     assert session_processes() == []
 
 
+def test_hosts_that_cannot_run_the_job_are_named_before_it_starts(two_clusters, real_sites, tmp_path):
+    """A hostfile naming a host that does not resolve and one where ssh is
+    refused (the router: no sshd): `wanmpi run` asks every host first and
+    names both, with ssh's own reason, before any rank starts; the good
+    host is not blamed."""
+    gateway = two_clusters.cluster("b").gateway
+    (tmp_path / "b.hosts").write_text(f"b0 slots=1\nnosuchnode slots=1\n{gateway}\n")
+    first, second = real_sites.text.split('name = "b"', 1)
+    second = re.sub(r"hosts = \[\n(    \{.*\},\n)+\]", 'hostfile = "b.hosts"', second, count=1)
+    path = tmp_path / "hostfile.toml"
+    path.write_text(first + 'name = "b"' + second)
+    done = subprocess.run(net.node_command(two_clusters.node("a0"), [
+        "env", f"WANMPI_SSH={ssh.WRAPPER}", sys.executable, "-m", "wanmpi", "run", "-t", str(path),
+        "-n", "4", "--map", f"a0,b0,nosuchnode,{gateway}", program("openmpi", "where")]),
+        capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+    assert done.returncode != 0
+    assert "the job cannot start" in done.stderr, done.stderr
+    assert "host nosuchnode: does not answer" in done.stderr and "Could not resolve hostname" in done.stderr
+    assert f"host {gateway}: does not answer" in done.stderr and "Connection refused" in done.stderr
+    assert "host b0" not in done.stderr and "host a0" not in done.stderr
+    assert "rank " not in done.stdout
+    assert session_processes() == []
+
+
 def test_a_private_cluster_is_not_written_as_real_hosts(private_cluster, tmp_path):
     done = wanmpi("testbed", "hosts", "-o", str(tmp_path / "x.toml"))
     assert done.returncode != 0
     assert "cluster 'priv' is private" in done.stderr
     assert not (tmp_path / "x.toml").exists()
+

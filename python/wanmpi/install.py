@@ -55,6 +55,11 @@ class InstalledMPI:
     commit: str | None        # of the checkout it was built from
 
 
+def short_hash(content_hash: str) -> str:
+    """A content hash as people compare it: 12 hex digits, no algorithm."""
+    return content_hash.split(":")[-1][:12]
+
+
 @dataclass(frozen=True)
 class Manifest:
     prefix: Path

@@ -27,6 +27,9 @@ def register(commands) -> None:
     p.add_argument("--no-relays", dest="relays", action="store_false",
                    help="connect the clusters directly even if the topology has relays (public "
                         "clusters only; for comparison)")
+    p.add_argument("--no-host-check", dest="check_hosts", action="store_false",
+                   help="on real hosts, do not first ask every host over ssh whether it answers and has "
+                        "the program and the same wanmpi")
     p.add_argument("--tcp-stats", action="store_true",
                    help="after the job, print its TCP retransmission timeouts, retransmitted segments and "
                         "tail-loss probes, summed over its nodes, to stderr")
@@ -46,7 +49,8 @@ def cmd_run(args) -> int:
         raise CliError(f"{args.program} is built with {' or '.join(others)} but --mpi is {mpi.name}: "
                        f"build it with {mpi.mpicc} or run it with --mpi {others[0]}")
     job = launch.Job(t, [program, *args.args], launch.placement(t, args.ranks, args.map), dict(args.env),
-                     wanmpi=args.wanmpi, use_relays=args.relays)
+                     wanmpi=args.wanmpi, use_relays=args.relays,
+                     check_hosts=args.check_hosts)
     if not (args.tcp_stats or args.tcp_stats_json):
         return launch.run_job(mpi, job, timeout=args.timeout)
     with tcpstats.measure(t, job.ranks) as measured:

@@ -139,7 +139,7 @@ def deploy_host(topo: Topology, host: str, role: str, source_hash: str, source: 
         elif check_only:
             report.action = "checked"
             report.problems.append("no installation there" if there is None else
-                                   f"another version there (content {there[:12]})")
+                                   f"another version there (content {install.short_hash(there)})")
         else:
             report.action = f"copied ({copy(host, source, dest)})"
             if remote_hash(host, dest) != source_hash:

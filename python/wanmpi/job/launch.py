@@ -32,7 +32,7 @@ from typing import ClassVar
 from .. import paths, shell
 from ..testbed import net
 from ..topo import Node, Topology
-from . import libwanmpi, relays, remote_shell, standing_relays
+from . import host_check, libwanmpi, relays, remote_shell, standing_relays
 
 EXIT_TIMEOUT = 124
 EXIT_RELAY_LOST = 125
@@ -96,6 +96,7 @@ class Job:
     extra_args: list[str] = field(default_factory=list)   # passed to the launcher as is
     wanmpi: bool = True                # preload libwanmpi and libwanshim (False: the MPI library alone)
     use_relays: bool = True            # through the topology's relays, if it has any
+    check_hosts: bool = True           # real hosts: ask each first (host_check.py)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
@@ -356,20 +357,45 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
         problems = net.health(state)
         if problems:
             raise LaunchError("the testbed is not healthy: " + "; ".join(problems))
+    checking = _check_hosts(launcher, job)      # in the background, beside the relays' start
     if not job.relayed:
+        _hosts_ready(checking)
         return _run(launcher, job, timeout, stdout, None)
     if job.topo.relay.standing:                 # kept running by `wanmpi relay up`
         try:
             standing_relays.require_up(job.topo)
         except standing_relays.StandingError as e:
             raise LaunchError(str(e)) from None
+        _hosts_ready(checking)
         return _run(launcher, job, timeout, stdout, None)
     with relays.RelaySet(job.topo, job.job_id) as relay_set:
         try:
             relay_set.start()
         except relays.RelayError as e:
             raise LaunchError(f"the job's relays did not start: {e}") from None
+        finally:
+            _hosts_ready(checking)
         return _run(launcher, job, timeout, stdout, relay_set)
+
+
+def _check_hosts(launcher: Launcher, job: Job) -> host_check.Pending | None:
+    """On real hosts, unless turned off: every host of the ranks asked whether
+    it can run the job (the program, and the libraries that will be preloaded)."""
+    if job.emulated or not job.check_hosts:
+        return None
+    libraries = [libwanmpi.library(launcher.name)] if job.wanmpi else []
+    if job.wanmpi or job.daemon_environment():
+        libraries.append(libwanmpi.shim_library())
+    return host_check.Pending(job.ranks, host_check.expected(job.program[0], libraries))
+
+
+def _hosts_ready(checking: host_check.Pending | None) -> None:
+    if checking is None:
+        return
+    try:
+        checking.wait()
+    except host_check.HostCheckError as e:
+        raise LaunchError(f"the job cannot start: {e}") from None
 
 
 def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set) -> int:
