@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +33,10 @@ VERSION = install.checkout_version(REPO)
 OPENMPI = libwanmpi.launcher_mpi(Path("/usr/bin/mpirun.openmpi"))       # "Open MPI 4.1.4", from the launcher
 MPICH = libwanmpi.launcher_mpi(REPO / ".venv" / "bin" / "mpiexec.hydra")   # "MPICH 5.0.2"
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+MODULE_SYSTEMS = {       # what a shell sources to get `module`
+    "environment-modules": Path("/usr/share/modules/init/bash"),     # Debian's package (APT_PACKAGES)
+    "lmod": REPO / "build" / "lmod" / "lmod" / "init" / "bash",      # Debian's, unpacked: tests/programs/lmod.sh
+}
 
 
 def make(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -57,12 +62,19 @@ def run(argv: list, env: dict | None = None, timeout: float = 300) -> subprocess
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def hidden(argv: list, hide: tuple = (), timeout: float = 300) -> subprocess.CompletedProcess:
+def hidden(argv: list, hide: tuple = (), keep: tuple = (), timeout: float = 300) -> subprocess.CompletedProcess:
     """argv in a mount namespace of its own (gone with its last process) in
-    which the source checkout and the directories `hide` are empty."""
-    mounts = "".join(f"mount -t tmpfs none {shlex.quote(str(d))} && " for d in (REPO, *hide))
-    return run(["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mounts}cd / && exec "$@"', "sh",
-                *argv], timeout=timeout)
+    which the source checkout and the directories `hide` are empty, but for
+    the directories `keep` (bound back where they were: tools of the tests
+    that build/ holds)."""
+    q = shlex.quote
+    with tempfile.TemporaryDirectory() as staging:
+        saved = [(q(f"{staging}/{i}"), q(str(k))) for i, k in enumerate(keep)]
+        mounts = "".join(f"mkdir {s} && mount --bind {k} {s} && " for s, k in saved)
+        mounts += "".join(f"mount -t tmpfs none {q(str(d))} && " for d in (REPO, *hide))
+        mounts += "".join(f"mkdir -p {k} && mount --bind {s} {k} && " for s, k in saved)
+        return run(["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mounts}cd / && exec "$@"',
+                    "sh", *argv], timeout=timeout)
 
 
 def linked_copy(src: Path, dst: Path) -> Path:
@@ -218,21 +230,29 @@ def test_job_runs_from_the_moved_prefix_without_the_checkout(prefix, moved, two_
     assert sorted(os.listdir(tmp_path)) == [f"stats-{r}.json" for r in range(4)]
 
 
+@pytest.mark.parametrize("system", MODULE_SYSTEMS)
 @pytest.mark.parametrize("tree", ["prefix", "site"])
-def test_modulefile_loads_through_environment_modules(prefix, moved, tmp_path, tree):
-    """From the prefix's own modules tree, or a site's that links to the modulefile."""
+def test_modulefile_loads_and_unloads(prefix, moved, tmp_path, tree, system):
+    """With environment-modules and with Lmod, from the prefix's own modules
+    tree or a site's that links to the modulefile, in a shell that has only
+    the module system's own init script."""
+    init = MODULE_SYSTEMS[system].resolve()
+    assert init.is_file(), f"{init} is missing: run `make build`"
     modules = moved / "share" / "modulefiles"
     if tree == "site":
         (tmp_path / "modules" / "wanmpi").mkdir(parents=True)
         (tmp_path / "modules" / "wanmpi" / VERSION).symlink_to(modules / "wanmpi" / VERSION)
         modules = tmp_path / "modules"
-    script = (f"source /usr/share/modules/init/bash && module use {modules} && module load wanmpi && "
-              'wanmpi --version && echo "WANMPI_PREFIX=$WANMPI_PREFIX" && module unload wanmpi && '
+    script = (f"source {init} && module use {modules} && module load wanmpi && wanmpi --version && "
+              'echo "WANMPI_PREFIX=$WANMPI_PREFIX PATH=$PATH" && module unload wanmpi && '
+              'echo "unloaded: WANMPI_PREFIX=${WANMPI_PREFIX-(unset)} PATH=$PATH" && '
               '{ command -v wanmpi || echo "wanmpi is off PATH"; }')
-    done = hidden(["env", "-i", f"PATH={CLEAN_PATH}", "HOME=/root", "bash", "-lc", script], hide=(prefix,))
+    done = hidden(["env", "-i", f"PATH={CLEAN_PATH}", "HOME=/root", "bash", "--noprofile", "--norc", "-c", script],
+                  hide=(prefix,), keep=(init.parents[2],) if REPO in init.parents else ())
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == [*version_lines(moved, "prefix", installed_mpis(moved)),
-                                        f"WANMPI_PREFIX={moved}", "wanmpi is off PATH"]
+                                        f"WANMPI_PREFIX={moved} PATH={moved}/bin:{CLEAN_PATH}",
+                                        f"unloaded: WANMPI_PREFIX=(unset) PATH={CLEAN_PATH}", "wanmpi is off PATH"]
 
 
 # ---- which MPI ------------------------------------------------------------------------------------
