@@ -11,9 +11,13 @@ WANMPI := $(VENV)/bin/wanmpi
 CARGO := $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 OPENMPI_CC := /usr/bin/mpicc.openmpi
 MPICH_CC := $(VENV)/bin/mpicc
+# environment-modules and Lmod's dependencies (lua5.3 ... tcl) are for the
+# modulefile tests; Lmod itself conflicts with environment-modules and is
+# unpacked, not installed (tests/programs/lmod.sh). systemd: systemd-analyze
+# for the relay unit's test (systemd need not be running).
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc openssh-client openssh-server \
-	environment-modules
+	environment-modules lua5.3 lua-posix lua-filesystem lua-json lua-term tcl systemd
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
@@ -25,7 +29,7 @@ MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
 FFLAGS := -O2 -Wall
 
-.PHONY: all setup apt venv rust build programs wanem lib demo test clean install uninstall
+.PHONY: all setup apt venv rust build programs wanem lib lmod demo test clean install uninstall
 
 all: build
 
@@ -52,7 +56,7 @@ rust:
 	@test -x "$(CARGO)" || { echo "rust: installing cargo from Debian"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo >/dev/null; }
 
-build: setup wanem lib programs
+build: setup wanem lib programs lmod
 
 wanem:
 	$(CARGO) build --release --quiet
@@ -132,6 +136,14 @@ build/mpich/%: tests/programs/%.f $(MPICH_FC)
 	@mkdir -p $(@D); $(MPICH_FC) $(FFLAGS) -J $(@D) -o $@ $<
 $(MPICH_FC): tests/programs/mpich-fortran.sh | apt venv
 	tests/programs/mpich-fortran.sh build/mpich-fortran $(VENV)
+
+# Lmod beside environment-modules, for the modulefile tests: Debian's lmod
+# package would remove environment-modules, so it is unpacked into build/lmod
+# instead (tests/programs/lmod.sh says how).
+LMOD_INIT := build/lmod/lmod/init/bash
+lmod: $(LMOD_INIT)
+$(LMOD_INIT): tests/programs/lmod.sh | apt
+	tests/programs/lmod.sh build/lmod
 
 demo: build
 	$(WANMPI) demo

@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 from wanmpi import install                      # noqa: E402  (the manifest's one home)
 from wanmpi.job import libwanmpi                # noqa: E402  (what a libwanmpi was built for)
+from wanmpi.job import standing_relays          # noqa: E402  (the files the systemd unit runs)
 
 BASE_PYTHON = "/usr/bin/python3"
 RESERVED_NAMES = ("tools", "venv")              # libexec/wanmpi/tools, lib/wanmpi/venv
@@ -126,9 +127,21 @@ def install_base(b: Build, version: str) -> None:
     if modules.exists():
         shutil.rmtree(modules)              # one version per prefix
     put_text((REPO / "packaging" / "modulefile.tcl").read_text().replace("@VERSION@", version), modules / version)
-    put_text((REPO / "packaging" / "wanrelay@.service").read_text().replace("@PREFIX@", str(p)),
-             p / "share" / "wanmpi" / "systemd" / "wanrelay@.service")
+    put_text(relay_unit(p), p / "share" / "wanmpi" / "systemd" / "wanrelay@.service")
     say("bin/wanmpi, wanrelay, wanem, udpprobe, libwanshim, examples, docs, modulefile, systemd unit")
+
+
+def relay_unit(prefix: Path) -> str:
+    """The systemd unit of standing relays: this prefix's wanrelay on the
+    configuration `wanmpi relay up` writes (instance %i: the relay's name)."""
+    text = (REPO / "packaging" / "wanrelay@.service").read_text()
+    for name, value in (("PREFIX", str(prefix)), ("STATE", standing_relays.STATE),
+                        ("RELAY_CONFIG", standing_relays.files("%i").config)):
+        text = text.replace(f"@{name}@", value)
+    left = re.findall(r"@[A-Z_]+@", text)
+    if left:
+        raise InstallError(f"packaging/wanrelay@.service: no value for {', '.join(sorted(set(left)))}")
+    return text
 
 
 def prefix_requirements() -> list[str]:

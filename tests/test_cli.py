@@ -1,6 +1,7 @@
 """Bad arguments give a clear error naming the problem and a non-zero exit."""
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -32,6 +33,48 @@ def test_bad_arguments_name_the_problem(args, message):
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
     assert done.stderr.startswith("wanmpi: error:")
+
+
+SITES = ('[[cluster]]\nname = "site"\nnetwork = "10.1.0.0/16"\n'
+         '[[cluster]]\nname = "cloud"\nnetwork = "10.2.0.0/16"\nhosts = ["10.2.0.11:2"]\n')
+ALLOCATION = {"SLURM_JOB_NODELIST": "10.1.0.[7-8],10.2.0.4"}
+
+
+def test_run_slurm_places_ranks_on_the_nodes_of_the_allocation(tmp_path):
+    """No job is launched: an unknown --map node makes the error list the nodes the job would have."""
+    sites = tmp_path / "sites.toml"
+    sites.write_text(SITES)
+    done = wanmpi("run", "--slurm", "-t", str(sites), "-n", "2", "--map", "10.1.0.8,nowhere", "/bin/true",
+                  env=ALLOCATION, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == "wanmpi: error: --map: unknown node 'nowhere' (nodes: 10.1.0.7, 10.1.0.8, 10.2.0.11)\n"
+    shown = wanmpi("topology", "--slurm", "--json", str(sites), env=ALLOCATION, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert [sorted(c["nodes"]) for c in json.loads(shown.stdout)["clusters"]] == [["10.1.0.7", "10.1.0.8"],
+                                                                                  ["10.2.0.11"]]
+
+
+@pytest.mark.parametrize("args, environ, message", [
+    (["run"], ALLOCATION, "sites.toml: cluster[0].network: only for real clusters, and a real cluster names its "
+     'hosts: hosts = [...], hostfile = "FILE" or slurm = true (or, inside a Slurm allocation, `wanmpi run --slurm` '
+     "takes them from it)"),
+    (["run", "--slurm"], {"SLURM_JOB_NODELIST": ""}, "sites.toml: cluster[0].network: --slurm: SLURM_JOB_NODELIST "
+     "is not set: not inside a Slurm allocation (salloc/sbatch)"),
+    (["run", "--slurm", "-t", "examples/two-clusters.toml"], ALLOCATION, "examples/two-clusters.toml: --slurm takes "
+     "the hosts of real clusters (each with its network = \"CIDR\") from the Slurm allocation, but this is an "
+     "emulated testbed topology (nodes = N)"),
+    (["deploy", "--slurm", "--from", "/opt/wanmpi"], {"SLURM_JOB_NODELIST": ""}, "--slurm: SLURM_JOB_NODELIST is not set"),
+    (["relay", "status", "--slurm"], {"SLURM_JOB_NODELIST": ""}, "--slurm: SLURM_JOB_NODELIST is not set"),
+    (["doctor", "--slurm"], {"SLURM_JOB_NODELIST": ""}, "--slurm: SLURM_JOB_NODELIST is not set"),
+])
+def test_slurm_errors_name_the_problem(tmp_path, args, environ, message):
+    sites = tmp_path / "sites.toml"
+    sites.write_text(SITES)
+    program = ["-n", "2", "/bin/true"] if args[0] == "run" else []
+    where = [] if "-t" in args else (["-t", str(sites)] if args[0] != "doctor" else [str(sites)])
+    done = wanmpi(*args, *where, *program, env=environ, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("wanmpi: error:") and message in done.stderr, done.stderr
 
 
 def test_program_built_for_the_other_mpi_is_refused():

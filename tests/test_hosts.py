@@ -112,3 +112,44 @@ def test_placement_fills_slots_in_order():
     assert [n.name for n in launch.placement(t, 4)] == ["a1", "a1", "b1", "b2"]
     interleave = [n.name for n in launch.placement(t, 6, "interleave")]
     assert interleave == ["a1", "b1", "a1", "b1", "a1", "b2"]
+
+
+# ---- --slurm: real clusters that name no hosts take the allocation's -------------------------
+ALLOCATION = {"SLURM_JOB_NODELIST": "10.1.0.[7-8],10.2.0.4,10.3.0.9"}
+
+
+def test_slurm_option_gives_clusters_without_hosts_the_allocation():
+    t = topo.loads(two_sites("", 'hosts = ["10.2.0.1:2"]') + '[[cluster]]\nname = "c"\nnetwork = "10.3.0.0/16"\n'
+                   "slurm = true\n", "s.toml", environ=ALLOCATION, slurm=True)
+    assert [[(n.name, n.address, n.slots) for n in c.nodes] for c in t.clusters] == [
+        [("10.1.0.7", "10.1.0.7", 1), ("10.1.0.8", "10.1.0.8", 1)],     # network only: the allocation's nodes
+        [("10.2.0.1", "10.2.0.1", 2)],                                  # names its hosts: keeps them, not 10.2.0.4
+        [("10.3.0.9", "10.3.0.9", 1)]]                                  # slurm = true: as without --slurm
+    assert not any(n.emulated for n in t.nodes)
+
+
+def test_slurm_option_when_loading_a_file(tmp_path, monkeypatch):
+    path = tmp_path / "sites.toml"
+    path.write_text(two_sites("", ""))
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "10.2.0.[1-2],10.1.0.5")
+    t = topo.load(path, slurm=True)
+    assert [[n.name for n in c.nodes] for c in t.clusters] == [["10.1.0.5"], ["10.2.0.1", "10.2.0.2"]]
+
+
+@pytest.mark.parametrize("text, environ, slurm, key, problem", [
+    (two_sites(""), ALLOCATION, False, "cluster[0].network", "a real cluster names its hosts: hosts = [...], "
+     'hostfile = "FILE" or slurm = true (or, inside a Slurm allocation, `wanmpi run --slurm` takes them from it)'),
+    (two_sites(""), {}, True, "cluster[0].network",
+     "--slurm: SLURM_JOB_NODELIST is not set: not inside a Slurm allocation (salloc/sbatch)"),
+    (two_sites(""), {"SLURM_JOB_NODELIST": ""}, True, "cluster[0].network", "SLURM_JOB_NODELIST is not set"),
+    (two_sites("", ""), {"SLURM_JOB_NODELIST": "10.1.0.1"}, True, "cluster[1].network",
+     "--slurm: no node of the allocation (10.1.0.1=10.1.0.1) is in 10.2.0.0/16"),
+    ('[[cluster]]\nname = "a"\n[[cluster]]\nname = "b"\nnodes = 2\n', ALLOCATION, True, "",
+     "--slurm takes the hosts of real clusters (each with its network = \"CIDR\") from the Slurm allocation, but "
+     "this is an emulated testbed topology (nodes = N)"),
+    (two_sites("nodes = 2"), ALLOCATION, True, "cluster[0].nodes", "give either nodes = N (emulated) or hosts"),
+])
+def test_slurm_option_errors_name_the_problem(text, environ, slurm, key, problem):
+    with pytest.raises(TopologyError) as e:
+        topo.loads(text, "s.toml", environ=environ, slurm=slurm)
+    assert e.value.key == key and problem in e.value.problem, str(e.value)

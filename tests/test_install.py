@@ -2,7 +2,8 @@
 when moved or copied, runs real MPI jobs on the testbed with the source
 checkout hidden, records what it holds in its manifest, refuses a libwanmpi
 built for another MPI than the launcher's, loads as a module, adds a site's
-MPI beside the others, and `make uninstall` removes it and nothing else.
+MPI beside the others, ships a systemd unit that runs a standing relay, and
+`make uninstall` removes it and nothing else.
 
 The prefix is installed once for the module (the time it took is printed);
 the copies the tests move, change or remove are hard-linked copies of it
@@ -14,24 +15,30 @@ import importlib.util
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import MPIS, REPO, wanmpi
-from wanmpi import install
-from wanmpi.job import libwanmpi
+from wanmpi import install, topo
+from wanmpi.job import libwanmpi, relays, remote_relay, standing_relays
 
 VERSION = install.checkout_version(REPO)
 OPENMPI = libwanmpi.launcher_mpi(Path("/usr/bin/mpirun.openmpi"))       # "Open MPI 4.1.4", from the launcher
 MPICH = libwanmpi.launcher_mpi(REPO / ".venv" / "bin" / "mpiexec.hydra")   # "MPICH 5.0.2"
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+MODULE_SYSTEMS = {       # what a shell sources to get `module`
+    "environment-modules": Path("/usr/share/modules/init/bash"),     # Debian's package (APT_PACKAGES)
+    "lmod": REPO / "build" / "lmod" / "lmod" / "init" / "bash",      # Debian's, unpacked: tests/programs/lmod.sh
+}
 
 
 def make(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -57,12 +64,19 @@ def run(argv: list, env: dict | None = None, timeout: float = 300) -> subprocess
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def hidden(argv: list, hide: tuple = (), timeout: float = 300) -> subprocess.CompletedProcess:
+def hidden(argv: list, hide: tuple = (), keep: tuple = (), timeout: float = 300) -> subprocess.CompletedProcess:
     """argv in a mount namespace of its own (gone with its last process) in
-    which the source checkout and the directories `hide` are empty."""
-    mounts = "".join(f"mount -t tmpfs none {shlex.quote(str(d))} && " for d in (REPO, *hide))
-    return run(["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mounts}cd / && exec "$@"', "sh",
-                *argv], timeout=timeout)
+    which the source checkout and the directories `hide` are empty, but for
+    the directories `keep` (bound back where they were: tools of the tests
+    that build/ holds)."""
+    q = shlex.quote
+    with tempfile.TemporaryDirectory() as staging:
+        saved = [(q(f"{staging}/{i}"), q(str(k))) for i, k in enumerate(keep)]
+        mounts = "".join(f"mkdir {s} && mount --bind {k} {s} && " for s, k in saved)
+        mounts += "".join(f"mount -t tmpfs none {q(str(d))} && " for d in (REPO, *hide))
+        mounts += "".join(f"mkdir -p {k} && mount --bind {s} {k} && " for s, k in saved)
+        return run(["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mounts}cd / && exec "$@"',
+                    "sh", *argv], timeout=timeout)
 
 
 def linked_copy(src: Path, dst: Path) -> Path:
@@ -218,21 +232,107 @@ def test_job_runs_from_the_moved_prefix_without_the_checkout(prefix, moved, two_
     assert sorted(os.listdir(tmp_path)) == [f"stats-{r}.json" for r in range(4)]
 
 
+@pytest.mark.parametrize("system", MODULE_SYSTEMS)
 @pytest.mark.parametrize("tree", ["prefix", "site"])
-def test_modulefile_loads_through_environment_modules(prefix, moved, tmp_path, tree):
-    """From the prefix's own modules tree, or a site's that links to the modulefile."""
+def test_modulefile_loads_and_unloads(prefix, moved, tmp_path, tree, system):
+    """With environment-modules and with Lmod, from the prefix's own modules
+    tree or a site's that links to the modulefile, in a shell that has only
+    the module system's own init script."""
+    init = MODULE_SYSTEMS[system].resolve()
+    assert init.is_file(), f"{init} is missing: run `make build`"
     modules = moved / "share" / "modulefiles"
     if tree == "site":
         (tmp_path / "modules" / "wanmpi").mkdir(parents=True)
         (tmp_path / "modules" / "wanmpi" / VERSION).symlink_to(modules / "wanmpi" / VERSION)
         modules = tmp_path / "modules"
-    script = (f"source /usr/share/modules/init/bash && module use {modules} && module load wanmpi && "
-              'wanmpi --version && echo "WANMPI_PREFIX=$WANMPI_PREFIX" && module unload wanmpi && '
+    script = (f"source {init} && module use {modules} && module load wanmpi && wanmpi --version && "
+              'echo "WANMPI_PREFIX=$WANMPI_PREFIX PATH=$PATH" && module unload wanmpi && '
+              'echo "unloaded: WANMPI_PREFIX=${WANMPI_PREFIX-(unset)} PATH=$PATH" && '
               '{ command -v wanmpi || echo "wanmpi is off PATH"; }')
-    done = hidden(["env", "-i", f"PATH={CLEAN_PATH}", "HOME=/root", "bash", "-lc", script], hide=(prefix,))
+    done = hidden(["env", "-i", f"PATH={CLEAN_PATH}", "HOME=/root", "bash", "--noprofile", "--norc", "-c", script],
+                  hide=(prefix,), keep=(init.parents[2],) if REPO in init.parents else ())
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == [*version_lines(moved, "prefix", installed_mpis(moved)),
-                                        f"WANMPI_PREFIX={moved}", "wanmpi is off PATH"]
+                                        f"WANMPI_PREFIX={moved} PATH={moved}/bin:{CLEAN_PATH}",
+                                        f"unloaded: WANMPI_PREFIX=(unset) PATH={CLEAN_PATH}", "wanmpi is off PATH"]
+
+
+# ---- the systemd unit of standing relays ---------------------------------------------------------
+STANDING_SITES = """
+[relay]
+standing = true
+
+[[cluster]]
+name = "a"
+network = "127.0.1.0/24"
+hosts = ["127.0.1.1"]
+relays = [{ host = "gw-a1", inside = "127.0.1.250", outside = "127.0.3.1" }]
+
+[[cluster]]
+name = "b"
+network = "127.0.2.0/24"
+hosts = ["127.0.2.1"]
+relays = [{ host = "gw-b1", inside = "127.0.2.250", outside = "127.0.3.2" }]
+"""
+
+
+def relay_unit(prefix: Path, tmp_path: Path, instance: str) -> Path:
+    """The installed unit as systemd would load it for one instance."""
+    unit = tmp_path / f"wanrelay@{instance}.service"
+    shutil.copy(prefix / "share" / "wanmpi" / "systemd" / "wanrelay@.service", unit)
+    return unit
+
+
+def test_systemd_unit_verifies(prefix, tmp_path):
+    """systemd-analyze verify: the unit's syntax, every setting, and that
+    ExecStart names an executable (systemd need not be running)."""
+    done = run(["systemd-analyze", "verify", relay_unit(prefix, tmp_path, "gw-a1")], timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    about_it = [line for line in (done.stdout + done.stderr).splitlines() if "wanrelay" in line]
+    assert about_it == [], done.stdout + done.stderr
+
+
+def test_systemd_unit_runs_wanrelay_on_the_files_of_a_standing_relay(prefix, tmp_path):
+    """ExecStart is this prefix's wanrelay on the configuration `wanmpi relay
+    up` writes; run as it is (in a mount namespace whose /var/lib is empty and
+    a network namespace of its own), on the key and configuration written as
+    `up` writes them, wanrelay listens on the relay's addresses and stops on
+    the unit's KillSignal within its TimeoutStopSec."""
+    t = topo.loads(STANDING_SITES, "standing.toml")
+    relay = t.relays[0]
+    files = standing_relays.files(relay.name)
+    unit = relay_unit(prefix, tmp_path, relay.name).read_text()
+    settings = dict(line.split("=", 1) for line in unit.splitlines() if re.match(r"[A-Z]\w*=", line))
+    argv = shlex.split(settings["ExecStart"].replace("%i", relay.name))
+    assert argv == [str(prefix / "bin" / "wanrelay"), "--config", files.config]
+    assert settings["ReadOnlyPaths"] == standing_relays.STATE
+    script = remote_relay.WRITE_FILES + ('ip link set lo up && mount -t tmpfs none /var/lib && umask 077 && '
+                                         'mkdir -p "$1" && write_files "$2" "$3" && shift 3 && exec "$@" </dev/null')
+    log = tmp_path / "wanrelay.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", script, "sh",
+                                 standing_relays.STATE, files.key, files.config, *argv],
+                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        proc.stdin.write(remote_relay.credentials(relays.config(t, relay, Path(remote_relay.KEY_FILE)),
+                                                  secrets.token_hex(32)))
+        proc.stdin.close()
+        wanted = {relay.inside_endpoint, relay.outside_endpoint, f"127.0.0.1:{topo.RELAY_METRICS_PORT}"}
+        listening: set[str] = set()
+        deadline = time.monotonic() + 15
+        while not wanted <= listening and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            ss = subprocess.run(["nsenter", "-t", str(proc.pid), "-n", "ss", "-Hltn"], capture_output=True,
+                                text=True)
+            listening = {line.split()[3] for line in ss.stdout.splitlines()}
+        assert wanted <= listening, f"listening on {sorted(listening)}; wanrelay said:\n{log.read_text()}"
+        assert os.readlink(f"/proc/{proc.pid}/exe") == argv[0]
+        proc.send_signal(signal.Signals[settings["KillSignal"]])
+        assert proc.wait(timeout=float(settings["TimeoutStopSec"])) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 # ---- which MPI ------------------------------------------------------------------------------------

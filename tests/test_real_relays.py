@@ -18,6 +18,7 @@ import pytest
 
 from conftest import MPIS, bring_up, left_behind, program, wanmpi
 from wanmpi import paths, topo
+from wanmpi.job import standing_relays
 from wanmpi.testbed import net, ssh
 
 
@@ -126,7 +127,7 @@ def test_a_job_that_times_out_leaves_no_relay_on_any_host(sites):
 
 def test_standing_relays_up_used_by_jobs_and_down(sites, tmp_path):
     """`wanmpi relay up|status|down` keep relays running on the relay hosts
-    (key, configuration, pid and log in /var/lib/wanmpi/relay, the key mode
+    (key, configuration, pid and log in standing_relays.STATE, the key mode
     0600); a topology with [relay] standing = true makes jobs use them and
     leave them running."""
     t, real = sites
@@ -145,10 +146,9 @@ def test_standing_relays_up_used_by_jobs_and_down(sites, tmp_path):
         up = on_pub0("relay", "up", "-t", str(standing))
         assert up.returncode == 0, up.stdout + up.stderr
         assert up.stdout.count("running  trunks up 1/1") == 4, up.stdout
-        state = Path("/var/lib/wanmpi/relay")
         for r in real.relays:
-            assert (state / f"{r.name}.key").stat().st_mode & 0o777 == 0o600
-        pids = sorted((state / f"{r.name}.pid").read_text() for r in real.relays)
+            assert Path(standing_relays.files(r.name).key).stat().st_mode & 0o777 == 0o600
+        pids = sorted(Path(standing_relays.files(r.name).pid).read_text() for r in real.relays)
         for mpi in MPIS:
             job = on_pub0("run", "--mpi", mpi, "-t", str(standing), "-n", "2", "--map", "pub0,priv0",
                           program(mpi, "where"))
@@ -157,9 +157,10 @@ def test_standing_relays_up_used_by_jobs_and_down(sites, tmp_path):
                 ["pub0", "priv0"]
         assert on_pub0("relay", "status", "-t", str(standing)).returncode == 0
         again = on_pub0("relay", "up", "-t", str(standing))
-        assert again.returncode == 0 and sorted((state / f"{r.name}.pid").read_text() for r in real.relays) == pids
+        assert again.returncode == 0 and sorted(Path(standing_relays.files(r.name).pid).read_text()
+                                                for r in real.relays) == pids
     finally:
         down = on_pub0("relay", "down", "-t", str(standing))
     assert down.returncode == 0 and down.stdout.count("stopped") == 4, down.stdout + down.stderr
-    assert not list(Path("/var/lib/wanmpi/relay").glob("*"))
+    assert not list(Path(standing_relays.STATE).glob("*"))
     assert not any("wanrelay" in x for x in left_behind(t))

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from .. import paths
 from ..job import deploy
-from .options import topology_for, topology_option
+from .options import slurm_option, topology_for, topology_option
 
 
 def register(commands) -> None:
     p = commands.add_parser("deploy", help="copy the installation to every host and relay host "
                             "(ssh; rsync or tar), then check each: version, MPIs, TCP settings")
     topology_option(p)
+    slurm_option(p)
     p.add_argument("--prefix", metavar="DIR", type=Path,
                    help="where the installation goes on the hosts (default: the same path as here)")
     p.add_argument("--from", dest="source", metavar="PREFIX", type=Path,

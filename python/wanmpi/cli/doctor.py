@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..job import doctor
-from .options import topology_for
+from .options import slurm_option, topology_for
 
 
 def register(commands) -> None:
@@ -12,6 +12,7 @@ def register(commands) -> None:
     p.add_argument("--node", metavar="NAME", help="check this node of the topology (a testbed node's "
                    "namespace, or a real host through the remote shell) instead of this machine")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    slurm_option(p)
     p.set_defaults(handler=cmd_doctor)
 
 

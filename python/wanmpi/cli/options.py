@@ -1,5 +1,5 @@
-"""What several subcommands share: the --topology option and the topology it
-selects, and the argparse types that parse option values.
+"""What several subcommands share: the --topology and --slurm options and the
+topology they select, and the argparse types that parse option values.
 
 A type reports a bad value by raising CliError, which argparse passes through
 (it turns only ArgumentTypeError, TypeError and ValueError into its own usage
@@ -35,15 +35,24 @@ def default_topology_name() -> str:
     return str(paths.DEFAULT_TOPOLOGY.relative_to(paths.REPO) if paths.REPO else paths.DEFAULT_TOPOLOGY)
 
 
+def slurm_option(parser) -> None:
+    """--slurm, for subcommands that take a topology of real sites."""
+    parser.add_argument("--slurm", action="store_true",
+                        help="inside a Slurm allocation: real clusters that give their network but no hosts "
+                             "take the allocation's nodes in that network (SLURM_JOB_NODELIST)")
+
+
 def topology_for(args) -> Topology:
-    """--topology, else $WANMPI_TOPOLOGY, else the testbed that is up, else the default."""
+    """--topology, else $WANMPI_TOPOLOGY, else the testbed that is up, else the
+    default; with --slurm, real clusters without hosts take the allocation's."""
     path = getattr(args, "topology", None) or os.environ.get("WANMPI_TOPOLOGY")
+    slurm = getattr(args, "slurm", False)
     if path:
-        return topo.load(path)
+        return topo.load(path, slurm=slurm)
     state = net.State.load()
     if state is not None:
-        return topo.loads(state.topology_text, state.topology_source)
-    return topo.load(None)
+        return topo.loads(state.topology_text, state.topology_source, slurm=slurm)
+    return topo.load(None, slurm=slurm)
 
 
 # ---- types: one value ------------------------------------------------------------

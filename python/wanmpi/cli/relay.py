@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..job import standing_relays
-from .options import topology_for, topology_option
+from .options import slurm_option, topology_for, topology_option
 
 
 def register(commands) -> None:
@@ -15,6 +15,7 @@ def register(commands) -> None:
                                   ("status", cmd_status, "whether each relay runs and which trunks are up")):
         p = actions.add_parser(action, help=text)
         topology_option(p)
+        slurm_option(p)
         p.set_defaults(handler=handler)
 
 

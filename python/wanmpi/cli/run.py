@@ -6,13 +6,14 @@ import argparse
 import sys
 
 from ..job import launch, tcpstats
-from .options import CliError, env_setting, mpi_name, ranks, topology_for, topology_option
+from .options import CliError, env_setting, mpi_name, ranks, slurm_option, topology_for, topology_option
 
 
 def register(commands) -> None:
     p = commands.add_parser("run", help="run an MPI program across the clusters",
                             usage="wanmpi run [options] -n N PROGRAM [ARGS...]")
     topology_option(p)
+    slurm_option(p)
     p.add_argument("--mpi", default="openmpi", type=mpi_name, help="MPI implementation: "
                    f"{' or '.join(launch.Launcher.registry)} (default: openmpi)")
     p.add_argument("-n", "--np", dest="ranks", type=ranks(1), required=True, metavar="N", help="number of ranks")

@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import topo, units
 from ..testbed import emulator, net, real_sites, ssh
 from ..topo import Topology
-from .options import topology_for, topology_option
+from .options import slurm_option, topology_for, topology_option
 
 
 def register(commands) -> None:
@@ -34,6 +34,7 @@ def register(commands) -> None:
     check = commands.add_parser("topology", help="check a topology file and show what it describes")
     check.add_argument("file", nargs="?", help="topology file (default: the embedded default)")
     check.add_argument("--json", action="store_true", help="print as JSON")
+    slurm_option(check)
     check.set_defaults(handler=cmd_topology)
 
 
@@ -118,7 +119,7 @@ def describe(t: Topology) -> str:
 
 
 def cmd_topology(args) -> int:
-    t = topo.load(args.file)
+    t = topo.load(args.file, slurm=args.slurm)
     if args.json:
         print(json.dumps({
             "clusters": [{"name": c.name, "private": c.private, "network": c.network,

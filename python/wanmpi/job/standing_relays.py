@@ -4,12 +4,13 @@ in the topology, `wanmpi run` uses them instead of starting relays per job.
 
 On each relay host, in STATE: NAME.key (mode 0600), NAME.json (its
 configuration), NAME.pid and NAME.log, NAME being the relay's name in the
-topology. `up` writes key and configuration through the ssh session's stdin
-(never on a command line), starts wanrelay detached and waits until every
-trunk is up; `status` says for each relay whether it runs and which trunks are
-up (its metrics, read on the host); `down` stops it (SIGTERM: its graceful
-shutdown) and removes the files. The install's systemd unit
-(share/wanmpi/systemd/wanrelay@.service) runs the same files."""
+topology (`files(NAME)`). `up` writes key and configuration through the ssh
+session's stdin (never on a command line), starts wanrelay detached and waits
+until every trunk is up; `status` says for each relay whether it runs and
+which trunks are up (its metrics, read on the host); `down` stops it
+(SIGTERM: its graceful shutdown) and removes the files. The install's systemd
+unit (share/wanmpi/systemd/wanrelay@.service) runs the same configuration:
+make install writes `files("%i").config` into it."""
 from __future__ import annotations
 
 import secrets
@@ -26,26 +27,43 @@ from . import relays, remote_relay
 STATE = "/var/lib/wanmpi/relay"
 START_TIMEOUT_S = 15.0
 
+
+@dataclass(frozen=True)
+class RelayFiles:
+    """Where a standing relay's files are on its host."""
+    key: str
+    config: str
+    pid: str
+    log: str
+
+
+def files(name: str) -> RelayFiles:
+    """The files of relay `name` (the systemd unit: files("%i"))."""
+    return RelayFiles(*(f"{STATE}/{name}.{kind}" for kind in ("key", "json", "pid", "log")))
+
+
+# The scripts run on the relay host as `sh -c SCRIPT wanrelay-standing
+# WANRELAY STATE KEY CONFIG PID LOG [METRICS_PORT]` ($1 .. $7; `_script`).
 UP = remote_relay.WRITE_FILES + r'''set -e
 umask 077
 mkdir -p "$2"
-if [ -f "$2/$3.pid" ] && kill -0 "$(cat "$2/$3.pid")" 2>/dev/null; then cat >/dev/null; echo "already running"; exit 0; fi
-write_files "$2/$3.key" "$2/$3.json"
-setsid "$1" --config "$2/$3.json" >"$2/$3.log" 2>&1 </dev/null &
-echo $! > "$2/$3.pid"
+if [ -f "$5" ] && kill -0 "$(cat "$5")" 2>/dev/null; then cat >/dev/null; echo "already running"; exit 0; fi
+write_files "$3" "$4"
+setsid "$1" --config "$4" >"$6" 2>&1 </dev/null &
+echo $! > "$5"
 echo started
 '''
-STATUS = r'''if [ -f "$2/$3.pid" ] && kill -0 "$(cat "$2/$3.pid")" 2>/dev/null; then echo running
-python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$4/metrics', timeout=2).read().decode())" 2>/dev/null || true
-else echo stopped; tail -n 3 "$2/$3.log" 2>/dev/null || true; fi
+STATUS = r'''if [ -f "$5" ] && kill -0 "$(cat "$5")" 2>/dev/null; then echo running
+python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$7/metrics', timeout=2).read().decode())" 2>/dev/null || true
+else echo stopped; tail -n 3 "$6" 2>/dev/null || true; fi
 '''
-DOWN = r'''pid=$(cat "$2/$3.pid" 2>/dev/null) || pid=
+DOWN = r'''pid=$(cat "$5" 2>/dev/null) || pid=
 if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
     i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
     kill -9 "$pid" 2>/dev/null || true
     echo stopped
 else echo "not running"; fi
-rm -f "$2/$3.key" "$2/$3.json" "$2/$3.pid" "$2/$3.log"
+rm -f "$3" "$4" "$5" "$6"
 '''
 
 
@@ -63,8 +81,9 @@ class RelayState:
 
 def _script(relay: Relay, script: str, *args: str, stdin: bytes | None = None,
             timeout: float = 30) -> subprocess.CompletedProcess:
-    command = (f"sh -c {shlex.quote(script)} wanrelay-standing {shlex.quote(str(paths.WANRELAY))} "
-               f"{shlex.quote(STATE)} {shlex.quote(relay.name)} " + " ".join(shlex.quote(a) for a in args))
+    f = files(relay.name)
+    command = shlex.join(["sh", "-c", script, "wanrelay-standing", str(paths.WANRELAY), STATE, f.key, f.config,
+                          f.pid, f.log, *args])
     try:
         done = subprocess.run([*shlex.split(paths.REMOTE_SHELL), relay.host, command], input=stdin,
                               capture_output=True, timeout=timeout)

@@ -46,29 +46,36 @@ RBUDP_STREAMS = ("all", "requested")
 TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing", "relay"}
 
 
-def load(path: str | Path | None = None) -> Topology:
-    """Read and validate a topology file (the embedded default if None)."""
+def load(path: str | Path | None = None, slurm: bool = False) -> Topology:
+    """Read and validate a topology file (the embedded default if None).
+
+    slurm: inside a Slurm allocation (`wanmpi run --slurm`), every real
+    cluster that gives its network but names no hosts takes the nodes of the
+    allocation in that network, as if it said slurm = true; clusters that
+    name their hosts keep them. Refused for an emulated topology."""
     path = Path(path) if path is not None else DEFAULT_TOPOLOGY
     source = str(path)
     try:
         text = path.read_text()
     except OSError as e:
         raise TopologyError(source, "", f"cannot read file: {e.strerror}") from None
-    return loads(text, source)
+    return loads(text, source, slurm=slurm)
 
 
-def loads(text: str, source: str = "<topology>", environ: dict[str, str] | None = None) -> Topology:
+def loads(text: str, source: str = "<topology>", environ: dict[str, str] | None = None,
+          slurm: bool = False) -> Topology:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise TopologyError(source, "", f"not valid TOML: {e}") from None
-    return _Reader(source, os.environ if environ is None else environ).topology(raw, text)
+    return _Reader(source, os.environ if environ is None else environ, slurm).topology(raw, text)
 
 
 class _Reader:
-    def __init__(self, source: str, environ):
+    def __init__(self, source: str, environ, slurm: bool = False):
         self.source = source
-        self.environ = environ          # SLURM_JOB_NODELIST for slurm = true
+        self.environ = environ          # SLURM_JOB_NODELIST for slurm = true and --slurm
+        self.slurm = slurm              # load(slurm=True): real clusters without hosts take the allocation's
         self.mtu = TESTBED_KEYS["mtu"]
 
     def fail(self, key: str, problem: str) -> TopologyError:
@@ -119,6 +126,10 @@ class _Reader:
                 raise self.fail(f"cluster[{c.index}].name",
                                 f"duplicate cluster name {c.name!r} (also cluster[{names[c.name]}])")
             names[c.name] = c.index
+        if self.slurm and all(c.emulated for c in clusters):
+            raise self.fail("", "--slurm takes the hosts of real clusters (each with its network = \"CIDR\") "
+                            "from the Slurm allocation, but this is an emulated testbed topology (nodes = N): "
+                            "drop --slurm, or describe the sites (docs/real-clusters.md)")
         if len({c.emulated for c in clusters}) > 1:
             raise self.fail("cluster", "mixes emulated clusters (nodes = N) and real ones "
                             "(hosts = [...]); use one kind per topology")
@@ -235,7 +246,7 @@ class _Reader:
         if nat and raw.get("private") is False:
             raise self.fail(f"{key}.private", 'a cluster behind 1:1 NAT (nat = "1:1") is private: drop private = false')
         private = nat or self.boolean(f"{key}.private", settings["private"])
-        real = any(k in raw for k in HOST_SOURCES)
+        real = any(k in raw for k in HOST_SOURCES) or (self.slurm and "network" in raw)
         relays = len(settings["relays"]) if real and isinstance(settings["relays"], list) else \
             self.integer(f"{key}.relays", settings["relays"], 0, MAX_RELAYS_PER_CLUSTER)
         relay_nic = self.convert(f"{key}.relay_nic", settings.get("relay_nic", settings["nic"]),
@@ -249,7 +260,9 @@ class _Reader:
             cluster = self.real_cluster(key, index, name, raw, nic, port_buffer, private, relays, nat)
             return self.real_relays(key, cluster, settings["relays"] or [], relay_nic)
         if "network" in raw:
-            raise self.fail(f"{key}.network", "only for real clusters (with hosts = [...])")
+            raise self.fail(f"{key}.network", "only for real clusters, and a real cluster names its hosts: "
+                            "hosts = [...], hostfile = \"FILE\" or slurm = true (or, inside a Slurm "
+                            "allocation, `wanmpi run --slurm` takes them from it)")
         nodes = self.integer(f"{key}.nodes", settings["nodes"], 0, MAX_NODES_PER_CLUSTER)
         if nodes == 0:
             raise self.fail(f"{key}.nodes", "a cluster needs at least one node")
@@ -298,11 +311,15 @@ class _Reader:
             network = str(ipaddress.ip_network(raw["network"], strict=False))
         except (ValueError, TypeError):
             raise self.fail(f"{key}.network", f"{raw['network']!r} is not a CIDR such as '10.1.0.0/16'") from None
+        source = given[0] if given else "network"
         try:
-            hosts = self.host_list(key, given[0], raw[given[0]], network)
+            if given:
+                hosts = self.host_list(key, source, raw[source], network)
+            else:                       # load(slurm=True): the allocation's nodes in the network
+                hosts = host_lists.slurm_hosts(self.environ, network)
         except host_lists.HostError as e:
-            raise self.fail(f"{key}.{given[0]}", str(e)) from None
-        self.check_public(key, given[0], hosts, nat)
+            raise self.fail(f"{key}.{source}", str(e) if given else f"--slurm: {e}") from None
+        self.check_public(key, source, hosts, nat)
         members = tuple(Node(h.name, name, i, h.address, emulated=False, slots=h.slots, public=h.public)
                         for i, h in enumerate(hosts))
         return Cluster(name, index, nic, port_buffer, private, relays, network, members, (), nat)
