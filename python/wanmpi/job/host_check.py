@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import shlex
 import socket
 import subprocess
@@ -102,11 +103,13 @@ def _ssh_problem(done: subprocess.CompletedProcess) -> str:
     return f"does not answer through {paths.REMOTE_SHELL} (exit {done.returncode}): {said}"
 
 
-def problems_of(host: str, want: Expected, reference: dict[Path, str]) -> list[str]:
-    """What is wrong with one host for the job (empty: nothing)."""
+def problems_of(host: str, want: Expected, reference: dict[Path, str], env: dict[str, str]) -> list[str]:
+    """What is wrong with one host for the job (empty: nothing), asked through
+    the remote shell run with `env` added to this process's environment."""
     try:
         done = subprocess.run([paths.REMOTE_SHELL, *SSH_OPTIONS, host, want.command()],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=ANSWER_TIMEOUT_S)
+                              env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=ANSWER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return [f"did not answer through {paths.REMOTE_SHELL} within {ANSWER_TIMEOUT_S:g} s"]
     except OSError as e:
@@ -144,9 +147,9 @@ def _prefix_problems(want: Expected, manifest_text: str) -> list[str]:
     return []
 
 
-def check(nodes: list[Node], want: Expected) -> None:
-    """Ask every distinct remote host of `nodes`; HostCheckError naming each
-    host that cannot run the job."""
+def check(nodes: list[Node], want: Expected, env: dict[str, str] | None = None) -> None:
+    """Ask every distinct remote host of `nodes` (the remote shell run with
+    `env` added); HostCheckError naming each host that cannot run the job."""
     hosts = []
     for n in nodes:
         if n.name not in hosts and not is_local(n):
@@ -155,7 +158,7 @@ def check(nodes: list[Node], want: Expected) -> None:
         return
     reference = {lib: checksum(lib) for lib in want.libraries} if want.manifest is None else {}
     with ThreadPoolExecutor(max_workers=min(PARALLEL, len(hosts))) as pool:
-        found = list(pool.map(lambda h: (h, problems_of(h, want, reference)), hosts))
+        found = list(pool.map(lambda h: (h, problems_of(h, want, reference, env or {})), hosts))
     bad = [f"host {h}: {p}" for h, problems in found for p in problems]
     if bad:
         raise HostCheckError("; ".join(bad))
@@ -165,14 +168,14 @@ class Pending:
     """A check running in the background (beside the relays' start-up):
     wait() returns when it is done and raises its HostCheckError, if any."""
 
-    def __init__(self, nodes: list[Node], want: Expected):
+    def __init__(self, nodes: list[Node], want: Expected, env: dict[str, str] | None = None):
         self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._run, args=(nodes, want), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(nodes, want, env), daemon=True)
         self._thread.start()
 
-    def _run(self, nodes, want) -> None:
+    def _run(self, nodes, want, env) -> None:
         try:
-            check(nodes, want)
+            check(nodes, want, env)
         except Exception as e:          # handed to wait(), in the caller's thread
             self._error = e
 

@@ -18,6 +18,8 @@ runs, the job is ended with an error naming it.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -37,6 +39,7 @@ from . import host_check, libwanmpi, relays, remote_shell, standing_relays
 EXIT_TIMEOUT = 124
 EXIT_RELAY_LOST = 125
 EXIT_INTERRUPTED = 130
+PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30           # prctl(2)
 RELAY_LOSS_GRACE_S = 10.0      # a job that lost a relay may fail by itself this long, then it is ended
 
 
@@ -122,13 +125,23 @@ class Job:
         libwanshim relaying or translating but not pacing their connections."""
         if not self.relayed and not self.translated:
             return {}
-        env = {"LD_PRELOAD": str(libwanmpi.shim_library()),
-               "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(self.topo), "WANMPI_PACING_RATE": "0"}
+        env = self._shim_environment()
         if self.relayed:
             env.update(relays.environment(self.topo))
         if self.translated:
             env["WANMPI_NAT_MAP"] = libwanmpi.nat_map(self.topo)
         return env
+
+    def reach_environment(self) -> dict[str, str]:
+        """Environment in which this host's ssh reaches the others before any
+        relay runs: with 1:1 NAT, libwanshim translating its connections."""
+        if not self.translated:
+            return {}
+        return {**self._shim_environment(), "WANMPI_NAT_MAP": libwanmpi.nat_map(self.topo)}
+
+    def _shim_environment(self) -> dict[str, str]:
+        return {"LD_PRELOAD": str(libwanmpi.shim_library()),
+                "WANMPI_CLUSTER_MAP": libwanmpi.cluster_map(self.topo), "WANMPI_PACING_RATE": "0"}
 
     @property
     def emulated(self) -> bool:
@@ -193,6 +206,7 @@ class Job:
 class Launcher:
     """How one MPI implementation starts a job. Subclasses register themselves."""
     name: ClassVar[str]
+    timer_slack_ns: ClassVar[int | None] = None   # for ranks that yield by sleeping (lib/src/shim/wakeups.c)
     command_path: ClassVar[Path]      # the launcher program (mpirun, mpiexec.hydra)
     mpicc: ClassVar[Path]             # the compiler wrapper programs must be built with
     library: ClassVar[str]            # soname of its libmpi, to tell which MPI built a program
@@ -249,6 +263,9 @@ class OpenMPI(Launcher):
 
 class MPICH(Launcher):
     name = "mpich"
+    # heavy yield sleeps 1 ns, which the default 50 us timer slack makes 50 us
+    # per wait: 140-150 us ping-pong latency in a testbed cluster
+    timer_slack_ns = 1
     command_path = paths.MPICH_BIN / "mpiexec.hydra"
     mpicc = paths.MPICH_BIN / "mpicc"
     library = "libmpi.so.12"
@@ -263,8 +280,8 @@ class MPICH(Launcher):
         return "".join(f"{name}:{count}\n" for name, count in groups)
 
     def argv(self, job: Job) -> list[str]:
-        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
-               "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", **job.rank_environment(self.name)}
+        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
+               "WANMPI_TIMER_SLACK_NS": str(self.timer_slack_ns), **job.rank_environment(self.name)}
         argv = [str(self.command_path), "-launcher", "ssh", "-launcher-exec", job.agent,
                 "-f", str(job.hostfile), "-n", str(len(job.ranks))]
         if job.emulated:
@@ -357,6 +374,16 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
         problems = net.health(state)
         if problems:
             raise LaunchError("the testbed is not healthy: " + "; ".join(problems))
+    if not job.emulated and job.daemon_environment():
+        remote_shell.write(job.agent_wrapper, job.daemon_environment(), paths.REMOTE_SHELL)
+    try:
+        return _start(launcher, job, timeout, stdout)
+    finally:
+        remote_shell.remove(job.agent_wrapper)
+
+
+def _start(launcher: Launcher, job: Job, timeout: float | None, stdout) -> int:
+    """The hosts checked and the relays started (both at once), then the job."""
     checking = _check_hosts(launcher, job)      # in the background, beside the relays' start
     if not job.relayed:
         _hosts_ready(checking)
@@ -386,7 +413,8 @@ def _check_hosts(launcher: Launcher, job: Job) -> host_check.Pending | None:
     libraries = [libwanmpi.library(launcher.name)] if job.wanmpi else []
     if job.wanmpi or job.daemon_environment():
         libraries.append(libwanmpi.shim_library())
-    return host_check.Pending(job.ranks, host_check.expected(job.program[0], libraries))
+    # with 1:1 NAT only the shim's translation reaches the other cluster
+    return host_check.Pending(job.ranks, host_check.expected(job.program[0], libraries), job.reach_environment())
 
 
 def _hosts_ready(checking: host_check.Pending | None) -> None:
@@ -400,8 +428,6 @@ def _hosts_ready(checking: host_check.Pending | None) -> None:
 
 def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set) -> int:
     job.hostfile.write_text(launcher.hostfile_text(job))
-    if not job.emulated and job.daemon_environment():
-        remote_shell.write(job.agent_wrapper, job.daemon_environment(), paths.REMOTE_SHELL)
     argv = launcher.argv(job)
     daemon_env = job.daemon_environment()
     if daemon_env:            # set inside the node: the namespace tools themselves run without the shim
@@ -409,7 +435,8 @@ def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set)
     if job.emulated:
         argv = net.node_command(job.ranks[0], argv)
     env = {**os.environ, "WANMPI_JOB_ID": job.job_id}
-    proc = subprocess.Popen(argv, env=env, stdout=stdout, start_new_session=True)
+    with timer_slack(launcher.timer_slack_ns):      # inherited by the launcher and, on the testbed, the ranks
+        proc = subprocess.Popen(argv, env=env, stdout=stdout, start_new_session=True)
     interrupted: list[int] = []
     relay_lost_at = None
 
@@ -445,12 +472,28 @@ def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set)
         for s, handler in previous.items():
             signal.signal(s, handler)
         job.hostfile.unlink(missing_ok=True)
-        remote_shell.remove(job.agent_wrapper)
     if interrupted:
         # the job is gone; the interrupt ends the caller too (a bench, the demo),
         # whose own cleanup then runs; `wanmpi run` exits with EXIT_INTERRUPTED
         raise KeyboardInterrupt
     return status
+
+
+@contextlib.contextmanager
+def timer_slack(ns: int | None):
+    """This thread's timer slack set to `ns` for the block (children started
+    in it keep it, across exec), then restored; nothing if None."""
+    if ns is None:
+        yield
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
+    libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
+    try:
+        yield
+    finally:
+        if before > 0:
+            libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(before), 0, 0, 0)
 
 
 def report_lost_relay(relay_set) -> bool:
