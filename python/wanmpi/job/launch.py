@@ -18,8 +18,6 @@ runs, the job is ended with an error naming it.
 """
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -34,12 +32,11 @@ from typing import ClassVar
 from .. import paths, shell
 from ..testbed import net
 from ..topo import Node, Topology
-from . import host_check, libwanmpi, relays, remote_shell, standing_relays
+from . import host_check, libwanmpi, processes, relays, remote_shell, standing_relays
 
 EXIT_TIMEOUT = 124
 EXIT_RELAY_LOST = 125
 EXIT_INTERRUPTED = 130
-PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30           # prctl(2)
 RELAY_LOSS_GRACE_S = 10.0      # a job that lost a relay may fail by itself this long, then it is ended
 
 
@@ -435,7 +432,7 @@ def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set)
     if job.emulated:
         argv = net.node_command(job.ranks[0], argv)
     env = {**os.environ, "WANMPI_JOB_ID": job.job_id}
-    with timer_slack(launcher.timer_slack_ns):      # inherited by the launcher and, on the testbed, the ranks
+    with processes.timer_slack(launcher.timer_slack_ns):      # inherited by the launcher and, on the testbed, the ranks
         proc = subprocess.Popen(argv, env=env, stdout=stdout, start_new_session=True)
     interrupted: list[int] = []
     relay_lost_at = None
@@ -468,7 +465,7 @@ def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set)
             if relay_lost_at is None:           # the job may have failed first, on its own
                 report_lost_relay(relay_set)
     finally:
-        stop_job(proc, job.job_id)
+        processes.stop_job(proc, job.job_id)
         for s, handler in previous.items():
             signal.signal(s, handler)
         job.hostfile.unlink(missing_ok=True)
@@ -479,23 +476,6 @@ def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set)
     return status
 
 
-@contextlib.contextmanager
-def timer_slack(ns: int | None):
-    """This thread's timer slack set to `ns` for the block (children started
-    in it keep it, across exec), then restored; nothing if None."""
-    if ns is None:
-        yield
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    before = libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
-    libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
-    try:
-        yield
-    finally:
-        if before > 0:
-            libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(before), 0, 0, 0)
-
-
 def report_lost_relay(relay_set) -> bool:
     """Say on stderr that a relay of the job died, if one did; True if so."""
     if relay_set is None or not relay_set.dead():
@@ -504,37 +484,3 @@ def report_lost_relay(relay_set) -> bool:
     print(f"wanmpi: relay {lost.relay.name} exited (status {lost.proc.returncode}) while the job ran; "
           f"connections through it are lost: {relay_set.tail(lost)}", file=sys.stderr, flush=True)
     return True
-
-
-def stop_job(proc: subprocess.Popen, job_id: str) -> None:
-    """Kill the launcher's process group and every process that carries the job id."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            pass
-    net.kill_pids(job_processes(job_id), grace=2.0)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
-def job_processes(job_id: str) -> list[int]:
-    marker = f"WANMPI_JOB_ID={job_id}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker in environ.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids
