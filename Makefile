@@ -14,10 +14,13 @@ MPICH_CC := $(VENV)/bin/mpicc
 # environment-modules and Lmod's dependencies (lua5.3 ... tcl) are for the
 # modulefile tests; Lmod itself conflicts with environment-modules and is
 # unpacked, not installed (tests/programs/lmod.sh). systemd: systemd-analyze
-# for the relay unit's test (systemd need not be running).
+# for the relay unit's test (systemd need not be running). wireguard-go and
+# wireguard-tools: the WireGuard tunnel `wanmpi bench vpn` measures the relays
+# against (userspace: the kernel may have no WireGuard module).
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc openssh-client openssh-server \
-	environment-modules lua5.3 lua-posix lua-filesystem lua-json lua-term tcl systemd
+	environment-modules lua5.3 lua-posix lua-filesystem lua-json lua-term tcl systemd \
+	wireguard-go wireguard-tools
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \

@@ -1,13 +1,14 @@
 """`wanmpi bench report FILE.json...`: the tables and plots of a saved result
 file (results.py's format), without running anything: the markdown table and
-PNGs of `bench suite`, the tables and plots of `bench coll` and `bench pacing`.
+PNGs of `bench suite`, the tables and plots of `bench coll` and `bench pacing`,
+the tables of `bench vpn`.
 Several `bench suite` files (parts of one run, e.g. one per MPI) are merged
 into one (`--json` keeps the merged document)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import coll, pacing, plot, suite
+from . import coll, pacing, plot, suite, vpn
 from .cases import BenchError
 from .results import read_json, write_json
 
@@ -48,6 +49,13 @@ def run(paths: list[str], out: str | None, merged_json: str | None = None) -> in
                    for row in document["summary"]]
         pacing.print_table(results, document["settings"]["variants"])
         written = plot.pacing(document["summary"], out_dir, stem) if results else []
+    elif bench == "vpn":
+        text = vpn.markdown(document)
+        print(text)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        md = out_dir / f"{stem}.md"
+        md.write_text(f"Command: `{document['command']}`\n\n{text}")
+        written = [str(md)]
     else:
         raise BenchError(f"{path}: no report for bench {bench!r}")
     for w in written:

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from .. import units
-from ..bench import coll, kernels, links, pacing, rbudp, relay, report, suite, wanem
+from ..bench import coll, kernels, links, pacing, rbudp, relay, report, suite, vpn, wanem
 from ..job import launch
 from .options import (CliError, count, delays_ms, names, positive, quantity, ranks, topology_for,
                       topology_option)
@@ -20,7 +20,7 @@ def register(commands) -> None:
     bench = commands.add_parser("bench", help="measure the testbed and wanmpi")
     suites = bench.add_subparsers(metavar="SUITE", required=True)
     for add in (register_net, register_emulator, register_coll, register_pacing, register_relay, register_rbudp,
-                register_suite, register_report):
+                register_vpn, register_suite, register_report):
         add(suites)
 
 
@@ -255,6 +255,34 @@ def cmd_bench_rbudp(args) -> int:
         raise CliError(f"--payload {payload}: must be 64..65507 bytes")
     return rbudp.run(t, args.size, args.losses, args.delay / 1000, args.rate, payload, args.variants,
                      args.max_seconds, args.json)
+
+
+# ---- bench vpn -------------------------------------------------------------------
+def register_vpn(suites) -> None:
+    p = suites.add_parser("vpn", help="relays + wanmpi against a WireGuard tunnel carrying the MPI alone, "
+                          "alternating, launched over ssh (real-host mode)")
+    topology_option(p)
+    p.add_argument("--parts", type=names("--parts", vpn.PARTS, unique=True), default=",".join(vpn.PARTS),
+                   help=f"comma-separated subset of: {', '.join(vpn.PARTS)} (default: all)")
+    p.add_argument("--kernels", type=names("--kernels", kernels.KERNELS, unique=True),
+                   default=",".join(kernels.DEFAULT_KERNELS),
+                   help=f"kernels of the kernels part (default: {','.join(kernels.DEFAULT_KERNELS)})")
+    p.add_argument("--mpis", type=relay_mpis, default=",".join(launch.Launcher.registry),
+                   help="comma-separated MPIs (default: openmpi,mpich)")
+    p.add_argument("--delay", type=positive("--delay", "{option} must be above 0 ms"),
+                   help="one-way WAN delay in ms (default: the topology's)")
+    p.add_argument("--reps", type=count("--reps", 1), default=3,
+                   help="rounds; each measures both ways, back to back (default: 3)")
+    p.add_argument("--class", dest="klass", default="S", choices=kernels.CLASSES,
+                   help="kernel class (default: S)")
+    p.add_argument("--timeout", type=positive("--timeout"), default=600, help="per job, seconds (default: 600)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.set_defaults(handler=cmd_bench_vpn)
+
+
+def cmd_bench_vpn(args) -> int:
+    return vpn.run(topology_for(args), args.parts, args.mpis, args.delay, args.reps, args.klass, args.kernels,
+                   args.json, args.timeout)
 
 
 # ---- bench suite -----------------------------------------------------------------

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .. import paths, shell, tcptune
 from ..topo import NETNS_PREFIX, Cluster, Node, Relay, Topology
-from . import emulator, ssh
+from . import emulator, ssh, vpn
 
 HOST_QUEUE_BYTES = 1_500_000     # a node's own transmit queue (1000 full packets)
 GLOBAL_SYSCTLS = {"net.core.netdev_max_backlog": 10000}
@@ -424,6 +424,7 @@ def clean() -> list[str]:
                      emulator.CONFIG, emulator.CONTROL):
         leftover.unlink(missing_ok=True)
     ssh.remove_files()
+    removed += vpn.clean()                                  # a WireGuard tunnel's (bench vpn) leftovers
     for job_dir in Path("/tmp").glob("wanrelay-job.*"):    # a relay host's key directory, if its
         shutil.rmtree(job_dir, ignore_errors=True)           # script was killed with the testbed
         removed.append(f"relay key directory {job_dir}")
