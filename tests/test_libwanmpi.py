@@ -107,6 +107,19 @@ def test_program_without_collectives_is_unchanged(two_clusters, mpi):
 
 
 @pytest.mark.parametrize("mpi", MPIS)
+def test_one_sided_communication_is_exact(two_clusters, mpi):
+    """MPI RMA across the clusters (tests/programs/rmacheck.c), with and
+    without libwanmpi; under MPICH through active messages, since `wanmpi run`
+    turns its RMA path off (MPIR_CVAR_CH4_OFI_ENABLE_RMA=0: no delivery
+    acknowledgement per send)."""
+    for extra in ([], ["--no-wanmpi"]):
+        done = wanmpi("run", "--mpi", mpi, "-n", "8", "--map", "interleave", *extra,
+                      program(mpi, "rmacheck"), "--count", "3000")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.strip().splitlines()[-1] == "rmacheck ok ranks 8 count 3000", done.stdout
+
+
+@pytest.mark.parametrize("mpi", MPIS)
 def test_library_prints_nothing_unless_asked(two_clusters, mpi):
     ours = wanmpi("run", "--mpi", mpi, "-n", "8", "--map", "interleave", program(mpi, "where"))
     alone = wanmpi("run", "--mpi", mpi, "-n", "8", "--map", "interleave", "--no-wanmpi",

@@ -8,7 +8,6 @@ clusters (this host, 127.0.0.1, is in a; 127.0.0.2 is b; 127.0.0.3 is c).
 On the testbed: tests/programs/shimpaced under `wanmpi run`, both MPIs."""
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import os
 import re
@@ -20,7 +19,7 @@ import pytest
 
 from conftest import MPIS, program, wanmpi
 from wanmpi import paths, topo
-from wanmpi.job import launch, libwanmpi, processes
+from wanmpi.job import launch, libwanmpi
 
 SHIMCHECK = paths.BUILD / "tests" / "shimcheck"
 LOOPBACK_MAP = "a=127.0.0.1/32;b=127.0.0.2/32;c=127.0.0.3/32"
@@ -361,17 +360,3 @@ def test_timer_slack_is_set_when_the_shim_loads(value, slack, message):
     assert done.returncode == 0
     assert done.stdout.strip() == (slack or default)
     assert (message in done.stderr and done.stderr.count("\n") == 1) if message else done.stderr == ""
-
-
-def test_mpich_jobs_start_with_a_prompt_timer_slack():
-    """The launcher's timer slack while it starts an MPICH job (inherited by
-    everything it starts), and restored after."""
-    libc = ctypes.CDLL(None)
-    before = libc.prctl(processes.PR_GET_TIMERSLACK, 0, 0, 0, 0)
-    with processes.timer_slack(launch.MPICH.timer_slack_ns):
-        inside = subprocess.run(["cat", "/proc/self/timerslack_ns"], capture_output=True, text=True).stdout
-    assert inside.strip() == "1"
-    assert libc.prctl(processes.PR_GET_TIMERSLACK, 0, 0, 0, 0) == before
-    with processes.timer_slack(launch.OpenMPI.timer_slack_ns):
-        assert subprocess.run(["cat", "/proc/self/timerslack_ns"], capture_output=True,
-                              text=True).stdout.strip() == str(before)

@@ -1,7 +1,7 @@
 /* Prompt wakeups for ranks that yield by sleeping.
  *
- * On the testbed ranks must yield when idle (two cores for everything), and
- * MPICH does so with MPIR_CVAR_ENABLE_HEAVY_YIELD: sched_yield, then
+ * `wanmpi run` makes idle MPICH ranks yield (MPIR_CVAR_ENABLE_HEAVY_YIELD,
+ * against more ranks than cores starving each other): sched_yield, then
  * nanosleep of 1 ns. The kernel lets a sleep end up to the thread's timer
  * slack late, 50 us by default, so every wait for a message cost about 50 us
  * on each side: MPICH's ping-pong latency was 90 us on loopback and 140-150 us
@@ -11,11 +11,12 @@
  * the sleep returns at once and the wait costs a system call: 17 us on
  * loopback.
  *
- * WANMPI_TIMER_SLACK_NS (set by `wanmpi run` beside the heavy yield) sets
- * this process's slack when the library is loaded, before MPI_Init. The
- * slack is inherited by children and kept across exec, so on the testbed the
- * launcher's own setting reaches every rank anyway; over ssh only this one
- * does. A bad value is reported once and the slack left as it was; nothing
+ * WANMPI_TIMER_SLACK_NS (`wanmpi run -x WANMPI_TIMER_SLACK_NS=1`) sets this
+ * process's slack when the library is loaded, before MPI_Init. It is not set
+ * by default: with more ranks than cores (8 ranks on the testbed's 2) a
+ * yield that really sleeps 50 us is what lets the others run, and with 1 ns
+ * LU and CG took twice as long. A bad value is reported once and the slack
+ * left as it was; nothing
  * else of the shim depends on it. */
 #include "shim.h"
 #include "../common/settings.h"

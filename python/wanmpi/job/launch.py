@@ -203,7 +203,6 @@ class Job:
 class Launcher:
     """How one MPI implementation starts a job. Subclasses register themselves."""
     name: ClassVar[str]
-    timer_slack_ns: ClassVar[int | None] = None   # for ranks that yield by sleeping (lib/src/shim/wakeups.c)
     command_path: ClassVar[Path]      # the launcher program (mpirun, mpiexec.hydra)
     mpicc: ClassVar[Path]             # the compiler wrapper programs must be built with
     library: ClassVar[str]            # soname of its libmpi, to tell which MPI built a program
@@ -245,6 +244,9 @@ class OpenMPI(Launcher):
             "rmaps": "seq",
             "pml": "ob1",
             "btl": "tcp,self",
+            # one-sided calls over the tcp BTL: osc/rdma, picked by default,
+            # fails MPI_Win_allocate with MPI_ERR_WIN (tests/programs/rmacheck.c)
+            "osc": "pt2pt",
             "btl_tcp_if_include": job.interfaces,
             "oob_tcp_if_include": job.interfaces,
             "mpi_yield_when_idle": "1",
@@ -259,10 +261,22 @@ class OpenMPI(Launcher):
 
 
 class MPICH(Launcher):
+    """MPICH 5 (ch4, libfabric's tcp provider), with two settings measured on
+    the testbed (docs/benchmarks.md, "MPICH on par"), and one left out:
+    - MPIR_CVAR_CH4_OFI_ENABLE_RMA=0: with RMA on, MPICH asks libfabric for
+      FI_DELIVERY_COMPLETE on every send, so a send completes only when the
+      receiver's acknowledgement is back, one round trip per message (20 ms
+      across the WAN: LU's wavefront 2.7 s per iteration, Open MPI's 0.05 s).
+      Off, sends complete locally and MPI one-sided calls go through active
+      messages (LU 0.07 s).
+    - MPIR_CVAR_ENABLE_HEAVY_YIELD=1: idle ranks yield (sched_yield and a
+      1 ns nanosleep), without which more ranks than cores starve each other.
+    - not a timer slack of 1 ns for that nanosleep (WANMPI_TIMER_SLACK_NS,
+      lib/src/shim/wakeups.c): it cuts ping-pong latency in a cluster from
+      110-150 to 30 us with 3 ranks on 2 cores, but with 8 ranks
+      the real 50 us sleep is what lets the others run (1 ns: LU and CG 2x
+      slower); users whose nodes have a core per rank may set it with -x."""
     name = "mpich"
-    # heavy yield sleeps 1 ns, which the default 50 us timer slack makes 50 us
-    # per wait: 140-150 us ping-pong latency in a testbed cluster
-    timer_slack_ns = 1
     command_path = paths.MPICH_BIN / "mpiexec.hydra"
     mpicc = paths.MPICH_BIN / "mpicc"
     library = "libmpi.so.12"
@@ -277,8 +291,8 @@ class MPICH(Launcher):
         return "".join(f"{name}:{count}\n" for name, count in groups)
 
     def argv(self, job: Job) -> list[str]:
-        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",
-               "WANMPI_TIMER_SLACK_NS": str(self.timer_slack_ns), **job.rank_environment(self.name)}
+        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "MPIR_CVAR_CH4_OFI_ENABLE_RMA": "0",
+               "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", **job.rank_environment(self.name)}
         argv = [str(self.command_path), "-launcher", "ssh", "-launcher-exec", job.agent,
                 "-f", str(job.hostfile), "-n", str(len(job.ranks))]
         if job.emulated:
@@ -432,8 +446,7 @@ def _run(launcher: Launcher, job: Job, timeout: float | None, stdout, relay_set)
     if job.emulated:
         argv = net.node_command(job.ranks[0], argv)
     env = {**os.environ, "WANMPI_JOB_ID": job.job_id}
-    with processes.timer_slack(launcher.timer_slack_ns):      # inherited by the launcher and, on the testbed, the ranks
-        proc = subprocess.Popen(argv, env=env, stdout=stdout, start_new_session=True)
+    proc = subprocess.Popen(argv, env=env, stdout=stdout, start_new_session=True)
     interrupted: list[int] = []
     relay_lost_at = None
 

@@ -1,34 +1,13 @@
-"""The job's processes on this host: the launcher started with the timer
-slack its ranks need, and stopped with everything that carries the job id."""
+"""The job's processes on this host: the launcher stopped with everything
+that carries the job id."""
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import signal
 import subprocess
 from pathlib import Path
 
 from ..testbed import net
-
-PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30           # prctl(2)
-
-
-@contextlib.contextmanager
-def timer_slack(ns: int | None):
-    """This thread's timer slack set to `ns` for the block (children started
-    in it keep it, across exec), then restored; nothing if None."""
-    if ns is None:
-        yield
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    before = libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
-    libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
-    try:
-        yield
-    finally:
-        if before > 0:
-            libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(before), 0, 0, 0)
 
 
 def stop_job(proc: subprocess.Popen, job_id: str) -> None:
