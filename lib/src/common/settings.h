@@ -79,8 +79,6 @@
                                                          (default 10; then ETIMEDOUT) */
 #define WM_ENV_RELAY_SELECT   "WANMPI_RELAY_SELECT"   /* which relay serves a destination host:
                                                          "address" (default: IPv4 mod N) or "hash" */
-#define WM_ENV_TIMER_SLACK    "WANMPI_TIMER_SLACK_NS" /* the process's timer slack, 1..1000000 ns
-                                                        (wakeups.c: MPICH's heavy yield) */
 #define WM_ENV_NAT_MAP        "WANMPI_NAT_MAP"        /* 1:1 NAT (cloud regions): "PRIVATE=PUBLIC,..."
                                                          IPv4 pairs; a connect to PRIVATE in another
                                                          cluster goes to PUBLIC, an accept or

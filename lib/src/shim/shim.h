@@ -13,8 +13,6 @@
  *   relay_preamble.c  the relay protocol's bytes (relay.h)
  *   real.c       the real socket calls (dlsym(RTLD_NEXT))
  *   log.c        diagnostics (ws_log, WANMPI_SHIM_DEBUG)
- * and beside them, called by nobody: wakeups.c (the process's timer slack,
- * set when the library is loaded: WANMPI_TIMER_SLACK_NS)
  * and below them lib/src/common: network.c (addresses), cluster_map.c (the
  * cluster map, shared with libwanmpi), log_line.c. Nothing here depends on
  * MPI. The environment variable names live in lib/src/common/settings.h,

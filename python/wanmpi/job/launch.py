@@ -261,21 +261,18 @@ class OpenMPI(Launcher):
 
 
 class MPICH(Launcher):
-    """MPICH 5 (ch4, libfabric's tcp provider), with two settings measured on
-    the testbed (docs/benchmarks.md, "MPICH on par"), and one left out:
-    - MPIR_CVAR_CH4_OFI_ENABLE_RMA=0: with RMA on, MPICH asks libfabric for
-      FI_DELIVERY_COMPLETE on every send, so a send completes only when the
-      receiver's acknowledgement is back, one round trip per message (20 ms
-      across the WAN: LU's wavefront 2.7 s per iteration, Open MPI's 0.05 s).
-      Off, sends complete locally and MPI one-sided calls go through active
-      messages (LU 0.07 s).
-    - MPIR_CVAR_ENABLE_HEAVY_YIELD=1: idle ranks yield (sched_yield and a
-      1 ns nanosleep), without which more ranks than cores starve each other.
-    - not a timer slack of 1 ns for that nanosleep (WANMPI_TIMER_SLACK_NS,
-      lib/src/shim/wakeups.c): it cuts ping-pong latency in a cluster from
-      110-150 to 30 us with 3 ranks on 2 cores, but with 8 ranks
-      the real 50 us sleep is what lets the others run (1 ns: LU and CG 2x
-      slower); users whose nodes have a core per rank may set it with -x."""
+    """MPICH 5 (ch4, libfabric's tcp provider), with RMA off
+    (MPIR_CVAR_CH4_OFI_ENABLE_RMA=0; docs/benchmarks.md, "MPICH on par"):
+    with it on, MPICH asks libfabric for FI_DELIVERY_COMPLETE on every send,
+    so a send completes only when the receiver's acknowledgement is back, one
+    round trip per message (20 ms across the WAN: LU's wavefront took 2.7 s
+    per iteration, Open MPI's 0.05 s). Off, sends complete locally (LU 0.056
+    s) and one-sided calls go through active messages.
+    No MPIR_CVAR_ENABLE_HEAVY_YIELD: its progress loop already calls
+    sched_yield (strace), which is what Open MPI's mpi_yield_when_idle does;
+    heavy yield adds a 1 ns nanosleep that the default 50 us timer slack turns
+    into 50 us per wait (ping-pong in a cluster 80-150 us, without it 11 us)
+    and is no faster with 8 ranks on 2 cores (LU 0.071 against 0.056 s)."""
     name = "mpich"
     command_path = paths.MPICH_BIN / "mpiexec.hydra"
     mpicc = paths.MPICH_BIN / "mpicc"
@@ -292,7 +289,7 @@ class MPICH(Launcher):
 
     def argv(self, job: Job) -> list[str]:
         env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "MPIR_CVAR_CH4_OFI_ENABLE_RMA": "0",
-               "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1", **job.rank_environment(self.name)}
+               **job.rank_environment(self.name)}
         argv = [str(self.command_path), "-launcher", "ssh", "-launcher-exec", job.agent,
                 "-f", str(job.hostfile), "-n", str(len(job.ranks))]
         if job.emulated:
