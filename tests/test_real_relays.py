@@ -8,6 +8,7 @@ nothing is left on any host."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -108,6 +109,36 @@ def test_a_relay_port_in_use_is_named_and_nothing_is_left(sites):
         squatter.wait()
     assert done.returncode != 0
     assert "relay priv-relay0 exited at start" in done.stderr and f"{relay.inside}:7400" in done.stderr, done.stderr
+    assert left_behind(t) == []
+
+
+def test_relays_that_cannot_reach_each_other_are_named_with_the_port(sites):
+    """A firewall between the sites drops the relays' trunk port: the relays
+    start, but no trunk comes up; within the start timeout the job fails
+    naming the relays, the address and port that were not reached and what
+    must be open, and nothing is left running."""
+    t, real = sites
+    rule = ["FORWARD", "-p", "tcp", "--dport", str(topo.RELAY_OUTSIDE_PORT), "-j", "DROP"]
+    routers = [c.router_netns for c in t.clusters]
+    for ns in routers:
+        subprocess.run(net.in_netns(ns, ["iptables", "-w", "-I", *rule]), check=True)
+    try:
+        started = time.monotonic()
+        done = subprocess.run(from_pub0(t, [
+            sys.executable, "-m", "wanmpi", "run", "--mpi", "openmpi", "-t", real.source, "-n", "2",
+            "--map", "pub0,priv0", "/bin/true"]), capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+        took = time.monotonic() - started
+    finally:
+        for ns in routers:
+            subprocess.run(net.in_netns(ns, ["iptables", "-w", "-D", *rule]), check=True)
+    assert done.returncode != 0
+    said = re.findall(r"(\S+) could not connect to (\S+) at (\S+) \(", done.stderr)
+    assert said, done.stderr
+    for dialer, peer, address in said:
+        assert t.relay_node(dialer).cluster != t.relay_node(peer).cluster
+        assert address == f"{t.relay_node(peer).outside}:{topo.RELAY_OUTSIDE_PORT}", done.stderr
+    assert "not reached" in done.stderr and "TCP port" in done.stderr, done.stderr
+    assert took < 60
     assert left_behind(t) == []
 
 

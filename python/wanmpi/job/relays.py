@@ -31,14 +31,21 @@ from pathlib import Path
 
 from .. import paths
 from ..testbed import emulator, net
-from ..topo import RELAY_METRICS_PORT, Relay, Topology
+from ..topo import RELAY_METRICS_PORT, RELAY_OUTSIDE_PORT, Relay, Topology
 from . import remote_relay
 
 LAST_LOGS = paths.STATE_DIR / "relay-logs"       # the last job's relays: <name>.log, <name>.metrics
 START_TIMEOUT_S = 15.0          # every trunk authenticated within this
+TRUNK_RECONNECT_MIN, TRUNK_RECONNECT_MAX = "20ms", "2s"
+# how often trunks are looked at while they come up: a remote relay's log is
+# read here (cheap); an emulated relay's metrics need a process in its namespace
+START_POLL_S = {"remote": 0.02, "emulated": 0.1}
 PACING_SHARE = 0.95             # "auto" pacing: this share of the bottleneck
 TRUNK_UP = re.compile(r'^wanrelay_trunk_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
 RBUDP_UP = re.compile(r'^wanrelay_rbudp_up\{peer="([^"]+)",trunk="(\d+)"\} (\d+)', re.M)
+# wanrelay's log when a trunk's connect fails or times out (the dialing side; it retries)
+NOT_CONNECTED = re.compile(r'(?:cannot connect to peer relay|connect to peer relay (timed out)); retrying '
+                           r'peer="?([\w.-]+)"? slot=\d+ addr=(\S+)(?: error=(.*?))? failures=\d+')
 
 
 # Relay nodes stand for machines of their own; on the testbed their processes
@@ -140,6 +147,10 @@ def config(topo: Topology, relay: Relay, key_file: Path) -> dict:
         "outside": {"listen": [relay.outside_endpoint], "bind": relay.outside,
                     **({"udp_listen": relay.outside_endpoint} if rbudp else {})},
         "metrics": {"listen": f"127.0.0.1:{RELAY_METRICS_PORT}"},
+        # a job's relays start within a few hundred ms of each other: the dialer
+        # retries a peer not yet listening after 20 ms, not wanrelay's 100 ms
+        # doubling (200 ms lost per trunk at start, docs/benchmarks.md)
+        "trunk": {"reconnect_min": TRUNK_RECONNECT_MIN, "reconnect_max": TRUNK_RECONNECT_MAX},
         "peer": peers,
     }
 
@@ -224,8 +235,29 @@ class RelaySet:
                 r, (peer, k) = missing[0]
                 what = "trunk" if self.topo.relay.transport == "tcp" else "trunk (or its RBUDP session)"
                 raise RelayError(f"relay {r.relay.name}: {what} {k} to {peer} not up after {timeout:g} s "
-                                 f"({len(missing)} trunk(s) missing); its log: {self.tail(r)}")
-            time.sleep(0.1)
+                                 f"({len(missing)} trunk(s) missing)" + (self.unreached() or
+                                                                         f"; its log: {self.tail(r)}"))
+            time.sleep(START_POLL_S["emulated" if any(r.relay.emulated for r in self.running) else "remote"])
+
+    def unreached(self) -> str:
+        """What the relays' logs say about peers they could not connect to
+        (the last attempt per pair), with what must be open; '' if nothing."""
+        last: dict[tuple[str, str], tuple[str, str]] = {}
+        for r in self.running:
+            try:
+                text = r.log.read_text(errors="replace")
+            except OSError:
+                continue
+            for timed_out, peer, address, error in NOT_CONNECTED.findall(text):
+                last[(r.relay.name, peer)] = (address, error.strip() or timed_out)
+        if not last:
+            return ""
+        said = "; ".join(f"{dialer} could not connect to {peer} at {address} ({error})"
+                         for (dialer, peer), (address, error) in last.items())
+        return (f": {said}. The peer relays' outside addresses were not reached: they must be reachable "
+                f"from the other site's relays on TCP port {RELAY_OUTSIDE_PORT} (open it in the firewalls "
+                "between the sites; if both clusters are private, at least one side's relays need an outside "
+                "address the other side reaches: docs/real-clusters.md, \"Private clusters: relays\")")
 
     def up(self, r: Running) -> set[tuple[str, int]]:
         """The trunks of a relay that are up (with rbudp, with their RBUDP session)."""
