@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from conftest import bring_up, wanmpi
 from wanmpi import paths
@@ -75,6 +76,29 @@ def test_crashed_emulator_is_reported_and_clean_removes_everything():
     assert stray.wait(timeout=10) != 0
     assert net.existing_namespaces() == []
     assert wanmpi("clean").stdout.strip() == "nothing to clean"
+
+
+def test_clean_removes_the_files_of_killed_jobs_only():
+    """`wanmpi run` on real hosts keeps a remote-shell wrapper and a hostfile
+    in /tmp for the job; a run killed with SIGKILL leaves them. `wanmpi clean`
+    removes those of jobs with no process left, and keeps a running job's."""
+    dead, alive = "0badc0ffee00", "0badc0ffee01"
+    files = {j: [Path(f"/tmp/wanmpi-agent-{j}"), Path(f"/tmp/wanmpi-agent-{j}.env"),
+                 Path(f"/tmp/wanmpi-hosts-{j}")] for j in (dead, alive)}
+    for f in files[dead] + files[alive]:
+        f.write_text("x")
+    running = subprocess.Popen(["sleep", "600"], env={**os.environ, "WANMPI_JOB_ID": alive})
+    try:
+        clean = wanmpi("clean")
+        assert clean.returncode == 0, clean.stderr
+        assert [f for f in files[dead] if f.exists()] == []
+        assert all(f"file {f} of a job that no longer runs" in clean.stdout for f in files[dead])
+        assert all(f.exists() for f in files[alive])
+    finally:
+        running.kill()
+        running.wait()
+        for f in files[dead] + files[alive]:
+            f.unlink(missing_ok=True)
 
 
 def can_connect(src_ns: str, address: str, port: int = 7000, timeout: float = 2.0) -> bool:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .. import topo, units
+from ..job import processes
 from ..testbed import emulator, net, real_sites, ssh
 from ..topo import Topology
 from .options import slurm_option, topology_for, topology_option
@@ -72,7 +73,7 @@ def cmd_down(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    removed = net.clean()
+    removed = net.clean() + [f"file {f} of a job that no longer runs" for f in processes.stale_files()]
     print("\n".join(f"removed {r}" for r in removed) if removed else "nothing to clean")
     return 0
 

@@ -1,5 +1,5 @@
 """The job's processes on this host: the launcher stopped with everything
-that carries the job id."""
+that carries the job id; and the files of jobs that were killed outright."""
 from __future__ import annotations
 
 import os
@@ -42,3 +42,20 @@ def job_processes(job_id: str) -> list[int]:
         if marker in environ.split(b"\0"):
             pids.append(int(entry.name))
     return pids
+
+
+# the per-job files `wanmpi run` keeps in /tmp on real hosts (launch.Job)
+JOB_FILES = ("wanmpi-agent-*", "wanmpi-hosts-*")
+
+
+def stale_files() -> list[Path]:
+    """Removes the per-job files of jobs no process of which runs any more
+    (their `wanmpi run` was killed with SIGKILL); returns them."""
+    removed = []
+    for pattern in JOB_FILES:
+        for f in Path("/tmp").glob(pattern):
+            job_id = f.name.split("-", 2)[2].split(".")[0]
+            if not job_processes(job_id):
+                f.unlink(missing_ok=True)
+                removed.append(f)
+    return removed
