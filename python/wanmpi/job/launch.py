@@ -147,7 +147,7 @@ class Job:
     @property
     def hostfile(self) -> Path:
         return paths.STATE_DIR / f"hosts-{self.job_id}" if self.emulated \
-            else Path(f"/tmp/wanmpi-hosts-{self.job_id}")
+            else processes.job_file("hosts", self.job_id)
 
     def rank_environment(self, mpi: str) -> dict[str, str]:
         """Environment of every rank: libwanmpi's and libwanshim's (unless
@@ -190,7 +190,7 @@ class Job:
 
     @property
     def agent_wrapper(self) -> Path:
-        return Path(f"/tmp/wanmpi-agent-{self.job_id}")
+        return processes.job_file("agent", self.job_id)
 
     @property
     def interfaces(self) -> str:

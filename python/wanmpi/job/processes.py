@@ -44,18 +44,26 @@ def job_processes(job_id: str) -> list[int]:
     return pids
 
 
-# the per-job files `wanmpi run` keeps in /tmp on real hosts (launch.Job)
-JOB_FILES = ("wanmpi-agent-*", "wanmpi-hosts-*")
+# the per-job files `wanmpi run` keeps in /tmp on real hosts: the launcher's
+# remote-shell wrapper (and its .env beside it) and the hostfile
+JOB_FILE_KINDS = ("agent", "hosts")
+
+
+def job_file(kind: str, job_id: str) -> Path:
+    return Path(f"/tmp/wanmpi-{kind}-{job_id}")
 
 
 def stale_files() -> list[Path]:
     """Removes the per-job files of jobs no process of which runs any more
     (their `wanmpi run` was killed with SIGKILL); returns them."""
+    files: dict[str, list[Path]] = {}
+    for kind in JOB_FILE_KINDS:
+        for f in Path("/tmp").glob(f"wanmpi-{kind}-*"):
+            files.setdefault(f.name.split("-", 2)[2].split(".")[0], []).append(f)
     removed = []
-    for pattern in JOB_FILES:
-        for f in Path("/tmp").glob(pattern):
-            job_id = f.name.split("-", 2)[2].split(".")[0]
-            if not job_processes(job_id):
+    for job_id, found in files.items():
+        if not job_processes(job_id):
+            for f in found:
                 f.unlink(missing_ok=True)
-                removed.append(f)
+            removed += found
     return removed
