@@ -10,9 +10,12 @@
  * The first iteration's result is checked exactly (the job fails with status
  * 3 if it is wrong). --budget stops repeating a size once its iterations have
  * taken that long (at least one timed iteration always runs).
- * Operations: bcast, allreduce, reduce, allgather, reduce_scatter_block, barrier.
- * Data are MPI_INT (sizes are rounded down to whole ints; allgather and
- * reduce_scatter_block use size/ranks per rank). */
+ * Operations: bcast, allreduce, reduce, allgather, reduce_scatter_block, barrier,
+ * alltoall, alltoallv.
+ * Data are MPI_INT (sizes are rounded down to whole ints; allgather,
+ * reduce_scatter_block, alltoall and alltoallv use size/ranks per rank: the
+ * size is a rank's whole receive buffer, size/ranks bytes from each rank;
+ * alltoallv with uniform counts). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +47,45 @@ static int usage(int rank, const char *why)
                 "[--warmup N] [--root R] [--budget SECONDS]\n", why);
     MPI_Finalize();
     return 2;
+}
+
+static const char *const OPS[] = {"bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block",
+                                  "barrier", "alltoall", "alltoallv", NULL};
+
+static int known_op(const char *op)
+{
+    for (int i = 0; OPS[i]; i++)
+        if (!strcmp(op, OPS[i])) return 1;
+    return 0;
+}
+
+/* The block rank `from` sends to rank `to`, element i (wraps, never overflows). */
+static int pair_value(int from, int to, long i)
+{
+    return (int)((unsigned)from * 7919u + (unsigned)to * 131u + (unsigned)i);
+}
+
+/* MPI_Alltoall, or MPI_Alltoallv with every count `per`; on `check`, fills
+ * and verifies. Returns 0 if wrong. */
+static int run_alltoall(int v, int *a, int *b, long per, int rank, int size, int check)
+{
+    if (check)
+        for (int to = 0; to < size; to++)
+            for (long i = 0; i < per; i++) a[to * per + i] = pair_value(rank, to, i), b[to * per + i] = -1;
+    if (!v) {
+        MPI_Alltoall(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD);
+    } else {
+        int *counts = malloc((size_t)size * sizeof(int)), *displs = malloc((size_t)size * sizeof(int));
+        for (int r = 0; r < size; r++)
+            counts[r] = (int)per, displs[r] = (int)(r * per);
+        MPI_Alltoallv(a, counts, displs, MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD);
+        free(counts);
+        free(displs);
+    }
+    if (check)
+        for (int from = 0; from < size; from++)
+            for (long i = 0; i < per; i++) if (b[from * per + i] != pair_value(from, rank, i)) return 0;
+    return 1;
 }
 
 /* Runs one call; on `check`, verifies the result. Returns 0 if wrong. */
@@ -80,6 +122,8 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
         if (check)
             for (long i = 0; i < per; i++)
                 if (b[i] != (int)((rank * per + i) % 977) * size + size * (size - 1) / 2) return 0;
+    } else if (!strcmp(op, "alltoall") || !strcmp(op, "alltoallv")) {
+        return run_alltoall(op[8] == 'v', a, b, per, rank, size, check);
     } else {
         MPI_Barrier(MPI_COMM_WORLD);
     }
@@ -110,8 +154,7 @@ int main(int argc, char **argv)
         return usage(rank, "--iters must be >= 1, --warmup >= 0, --root a rank, --budget > 0");
     char *op_list = strdup(ops);
     for (char *op = strtok(op_list, ","); op; op = strtok(NULL, ",")) {
-        if (strcmp(op, "bcast") && strcmp(op, "allreduce") && strcmp(op, "reduce") &&
-            strcmp(op, "allgather") && strcmp(op, "reduce_scatter_block") && strcmp(op, "barrier"))
+        if (!known_op(op))
             return usage(rank, "unknown operation in --ops");
         char *size_list = strdup(sizes), *save;
         for (char *s = strtok_r(size_list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
@@ -119,7 +162,7 @@ int main(int argc, char **argv)
             if (bytes < 0)
                 return usage(rank, "bad size in --sizes");
             long n = bytes / (long)sizeof(int);
-            if (!strcmp(op, "allgather") || !strcmp(op, "reduce_scatter_block"))
+            if (!strcmp(op, "allgather") || !strcmp(op, "reduce_scatter_block") || !strncmp(op, "alltoall", 8))
                 n = n / size * size;
             int *a = malloc((size_t)(n + 1) * sizeof(int)), *b = malloc((size_t)(n + 1) * sizeof(int));
             double *times = malloc((size_t)iters * sizeof(double)), spent = 0;
