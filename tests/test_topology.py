@@ -170,18 +170,18 @@ def test_collective_settings_reach_every_rank_environment():
     assert env["WANMPI_SMALL"] == "1024"
     assert env["WANMPI_ALLREDUCE"] == "singlelane"
     assert env["WANMPI_BARRIER"] == "mpi"
-    assert env["WANMPI_BCAST"] == "multilane"
+    assert "WANMPI_BCAST" not in env          # the default: left to the rules (docs/tuning.md)
     assert env["WANMPI_CLUSTER_MAP"] == "a=198.18.0.0/24;b=198.18.1.0/24"
 
 
 def test_alltoall_settings_reach_every_rank_environment():
     from wanmpi.job import libwanmpi
     env = libwanmpi.environment(topo.loads(GOOD, "t.toml"))
-    assert (env["WANMPI_ALLTOALL"], env["WANMPI_ALLTOALLV"]) == ("scheduled", "scheduled")
+    assert "WANMPI_ALLTOALL" not in env and "WANMPI_ALLTOALLV" not in env     # defaults: not forced
     assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("auto", "1")
     t = topo.loads(GOOD + '[collectives]\nalltoallv = "paced"\n[pacing]\nalltoall = "matb"\ndivisor = 2\n', "t.toml")
     env = libwanmpi.environment(t)
-    assert (env["WANMPI_ALLTOALL"], env["WANMPI_ALLTOALLV"]) == ("scheduled", "paced")
+    assert ("WANMPI_ALLTOALL" in env, env["WANMPI_ALLTOALLV"]) == (False, "paced")
     assert (env["WANMPI_ALLTOALL_RATE"], env["WANMPI_MATB_DIVISOR"]) == ("matb", "2")
 
 
@@ -190,6 +190,22 @@ def test_default_lanes_are_automatic_and_rates_are_passed():
     env = libwanmpi.environment(topo.load())
     assert "WANMPI_LANES" not in env          # the library picks the measured best per collective
     assert (env["WANMPI_WAN_RATE"], env["WANMPI_NIC_RATE"]) == ("200000000", "100000000")
+
+
+def test_rules_file_of_the_topology_is_relative_to_it_and_reaches_every_rank(tmp_path):
+    from wanmpi.job import libwanmpi
+    (tmp_path / "t.toml").write_text(GOOD + '[collectives]\nrules = "tuned/t.rules"\n[wan]\ndelay = "7ms"\n')
+    env = libwanmpi.environment(topo.load(tmp_path / "t.toml"))
+    assert env["WANMPI_RULES"] == str(tmp_path / "tuned" / "t.rules")
+    assert env["WANMPI_WAN_DELAY"] == "7000"
+    assert libwanmpi.environment(topo.loads(GOOD, "t.toml"), "/x/y.rules", 2500)["WANMPI_RULES"] == "/x/y.rules"
+    assert libwanmpi.environment(topo.loads(GOOD, "t.toml"), None, 2500)["WANMPI_WAN_DELAY"] == "2500"
+    assert "WANMPI_RULES" not in libwanmpi.environment(topo.loads(GOOD, "t.toml"))
+
+
+def test_rules_key_must_be_a_path():
+    e = error_of(GOOD + "[collectives]\nrules = 3\n")
+    assert str(e).startswith("bad.toml: collectives.rules: expected the path of a rules file")
 
 
 def test_relay_nodes_are_named_and_addressed_from_indices():

@@ -11,9 +11,10 @@ ValueError for it and bears the name argparse prints.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Callable, Iterable
 
-from .. import paths, topo, units
+from .. import paths, rules, topo, units
 from ..job import launch
 from ..testbed import net
 from ..topo import Topology
@@ -53,6 +54,28 @@ def topology_for(args) -> Topology:
     if state is not None:
         return topo.loads(state.topology_text, state.topology_source, slurm=slurm)
     return topo.load(None, slurm=slurm)
+
+
+# ---- the rules file ---------------------------------------------------------------
+def rules_option(parser) -> None:
+    """--rules, for subcommands whose jobs load libwanmpi."""
+    parser.add_argument("--rules", metavar="FILE",
+                        help="rules file: which algorithm libwanmpi takes per call (docs/tuning.md; "
+                             "`wanmpi tune` writes one); default: the topology's [collectives] rules, else none")
+
+
+def checked_rules(path: str | None, t: Topology | None = None) -> str | None:
+    """The absolute path of --rules (else of the topology's rules file), read
+    and checked here so that a bad line stops the command before any job
+    starts (libwanmpi would only fall back to the MPI's algorithms); None: no rules."""
+    chosen = path or (t.collectives.rules if t is not None else None)
+    if not chosen:
+        return None
+    try:
+        rules.load(chosen)
+    except rules.RulesError as e:
+        raise CliError(f"{'--rules' if path else t.source + ': collectives.rules'}: {e}") from None
+    return str(Path(chosen).resolve())
 
 
 # ---- types: one value ------------------------------------------------------------

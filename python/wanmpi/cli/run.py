@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from ..job import launch, tcpstats
-from .options import CliError, env_setting, mpi_name, ranks, slurm_option, topology_for, topology_option
+from .options import (CliError, checked_rules, env_setting, mpi_name, ranks, rules_option, slurm_option, topology_for,
+                      topology_option)
 
 
 def register(commands) -> None:
@@ -25,6 +26,7 @@ def register(commands) -> None:
                    help="environment variable for every rank (repeatable)")
     p.add_argument("--no-wanmpi", dest="wanmpi", action="store_false",
                    help="run on the MPI library alone, without preloading libwanmpi (for comparison)")
+    rules_option(p)
     p.add_argument("--no-relays", dest="relays", action="store_false",
                    help="connect the clusters directly even if the topology has relays (public "
                         "clusters only; for comparison)")
@@ -51,7 +53,7 @@ def cmd_run(args) -> int:
                        f"build it with {mpi.mpicc} or run it with --mpi {others[0]}")
     job = launch.Job(t, [program, *args.args], launch.placement(t, args.ranks, args.map), dict(args.env),
                      wanmpi=args.wanmpi, use_relays=args.relays,
-                     check_hosts=args.check_hosts)
+                     check_hosts=args.check_hosts, rules=checked_rules(args.rules, t) if args.wanmpi else None)
     if not (args.tcp_stats or args.tcp_stats_json):
         return launch.run_job(mpi, job, timeout=args.timeout)
     with tcpstats.measure(t, job.ranks) as measured:

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from .. import paths, shell
-from ..testbed import net
+from ..testbed import emulator, net
+from ..testbed.emulator import EmulatorError
 from ..topo import Node, Topology
 from . import host_check, libwanmpi, processes, relays, remote_shell, standing_relays
 
@@ -97,6 +98,7 @@ class Job:
     wanmpi: bool = True                # preload libwanmpi and libwanshim (False: the MPI library alone)
     use_relays: bool = True            # through the topology's relays, if it has any
     check_hosts: bool = True           # real hosts: ask each first (host_check.py)
+    rules: str | None = None           # rules file for libwanmpi (None: the topology's, if any)
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
@@ -165,13 +167,24 @@ class Job:
         relaying = relays.environment(self.topo) if self.relayed else {}
         if not self.wanmpi:
             return {**self.daemon_environment(), **self.env}
-        env = {**libwanmpi.environment(self.topo), **relaying,
+        env = {**libwanmpi.environment(self.topo, self.rules, self.wan_delay_us()), **relaying,
                "WANMPI_RANK_ADDRESSES": libwanmpi.rank_addresses([n.address for n in self.ranks]), **self.env}
         preload = [str(libwanmpi.library(mpi)), str(libwanmpi.shim_library())]
         if self.env.get("LD_PRELOAD"):
             preload.append(self.env["LD_PRELOAD"])
         env["LD_PRELOAD"] = ":".join(preload)
         return env
+
+    def wan_delay_us(self) -> int:
+        """The one-way WAN delay the job runs at (WANMPI_WAN_DELAY): on the
+        testbed the largest of the emulator's live settings (`wanmpi link set`
+        and the benchmarks change them at run time), else the topology's."""
+        if self.emulated and self.topo.links:
+            try:
+                return max(values["delay_us"] for values in emulator.settings().values())
+            except (OSError, EmulatorError, KeyError, ValueError):
+                pass                             # no emulator running: the job will say so
+        return libwanmpi.wan_delay_us(self.topo)
 
     def rank_program(self) -> list[str]:
         # On the testbed ranks run at idle priority so packet processing is never

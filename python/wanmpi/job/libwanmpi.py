@@ -128,8 +128,20 @@ def rank_addresses(addresses: list[str]) -> str:
     return ",".join(a if n == 1 else f"{a}*{n}" for a, n in runs)
 
 
-def environment(topo: Topology) -> dict[str, str]:
-    """WANMPI_* settings for every rank of a job on `topo`."""
+def wan_delay_us(topo: Topology) -> int:
+    """WANMPI_WAN_DELAY from the topology: the largest one-way delay of its WAN
+    links, microseconds (0 without links)."""
+    return max((l.delay_us for l in topo.links), default=0)
+
+
+def environment(topo: Topology, rules: str | None = None, delay_us: int | None = None) -> dict[str, str]:
+    """WANMPI_* settings for every rank of a job on `topo`. `rules`: the rules
+    file (absolute; None: the topology's, if it names one); `delay_us`: the
+    one-way WAN delay the job runs at (None: the topology's).
+
+    Only the collectives whose algorithm in the topology differs from the
+    default get WANMPI_<COLL>: a variable set forces its algorithm over the
+    rules (docs/tuning.md), so the defaults are left to the rules."""
     c = topo.collectives
     env = {
         # every rank finds its cluster by matching its addresses against these
@@ -144,11 +156,15 @@ def environment(topo: Topology) -> dict[str, str]:
         # libwanmpi: how an MPI_Alltoall(v) is paced while it runs
         "WANMPI_ALLTOALL_RATE": topo.pacing.alltoall,
         "WANMPI_MATB_DIVISOR": str(topo.pacing.divisor),
+        # the rules' delay= conditions (docs/tuning.md)
+        "WANMPI_WAN_DELAY": str(wan_delay_us(topo) if delay_us is None else delay_us),
     }
+    if rules or c.rules:
+        env["WANMPI_RULES"] = str(rules or c.rules)
     if nat_map(topo):
         env["WANMPI_NAT_MAP"] = nat_map(topo)
     if c.lanes is not None:
         env["WANMPI_LANES"] = str(c.lanes)
-    for coll, algorithm in c.algorithms:
+    for coll, algorithm in c.non_default_algorithms():
         env[f"WANMPI_{coll.upper()}"] = algorithm
     return env

@@ -162,6 +162,13 @@ class Collectives:
     small_bytes: int = 8 * 1024     # up to this size: the single-lane path
     algorithms: tuple[tuple[str, str], ...] = (tuple((c, "multilane") for c in COLLECTIVES)
                                                + tuple((c, "scheduled") for c in ALLTOALLS))
+    rules: str | None = None        # rules file (docs/tuning.md), absolute; None: no rules
+
+    def non_default_algorithms(self) -> tuple[tuple[str, str], ...]:
+        """The collectives whose algorithm differs from the default: only these
+        are forced on every rank (an explicit WANMPI_<COLL> wins over the rules)."""
+        default = dict(Collectives.algorithms)
+        return tuple((c, a) for c, a in self.algorithms if a != default[c])
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,7 @@ class _Reader:
         return Pacing(mode, senders=None if senders == "nodes" else senders, alltoall=alltoall, divisor=divisor)
 
     def collectives(self, raw: object) -> Collectives:
-        settings = {**COLLECTIVES_DEFAULTS, **self.table(raw, "collectives", set(COLLECTIVES_DEFAULTS))}
+        settings = {**COLLECTIVES_DEFAULTS, **self.table(raw, "collectives", {*COLLECTIVES_DEFAULTS, "rules"})}
         lanes = settings["lanes"]
         if lanes != "auto":
             lanes = self.integer("collectives.lanes", lanes, 1, MAX_NODES_PER_CLUSTER)
@@ -225,7 +225,17 @@ class _Reader:
                 raise self.fail(f"collectives.{c}", f"{settings[c]!r} is not an algorithm "
                                 f"(choose {', '.join(ALLTOALL_ALGORITHMS)})")
             algorithms.append((c, settings[c]))
-        return Collectives(None if lanes == "auto" else lanes, chunk, small, tuple(algorithms))
+        return Collectives(None if lanes == "auto" else lanes, chunk, small, tuple(algorithms),
+                           self.rules_path(settings.get("rules")))
+
+    def rules_path(self, value: object) -> str | None:
+        """[collectives] rules: a rules file, relative to the topology file's
+        directory; read when a job starts (wanmpi run), not here."""
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail("collectives.rules", f"expected the path of a rules file, got {value!r}")
+        return str((Path(self.source).parent / value).resolve())
 
     def cluster(self, index: int, raw: object) -> Cluster:
         key = f"cluster[{index}]"
