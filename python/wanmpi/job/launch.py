@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .. import paths, shell
-from ..testbed import emulator, net
-from ..testbed.emulator import EmulatorError
+from ..testbed import net
 from ..topo import Node, Topology
 from . import host_check, libwanmpi, processes, relays, remote_shell, standing_relays
 
@@ -167,24 +166,13 @@ class Job:
         relaying = relays.environment(self.topo) if self.relayed else {}
         if not self.wanmpi:
             return {**self.daemon_environment(), **self.env}
-        env = {**libwanmpi.environment(self.topo, self.rules, self.wan_delay_us()), **relaying,
+        env = {**libwanmpi.environment(self.topo, self.rules, libwanmpi.running_wan_delay_us(self.topo)), **relaying,
                "WANMPI_RANK_ADDRESSES": libwanmpi.rank_addresses([n.address for n in self.ranks]), **self.env}
         preload = [str(libwanmpi.library(mpi)), str(libwanmpi.shim_library())]
         if self.env.get("LD_PRELOAD"):
             preload.append(self.env["LD_PRELOAD"])
         env["LD_PRELOAD"] = ":".join(preload)
         return env
-
-    def wan_delay_us(self) -> int:
-        """The one-way WAN delay the job runs at (WANMPI_WAN_DELAY): on the
-        testbed the largest of the emulator's live settings (`wanmpi link set`
-        and the benchmarks change them at run time), else the topology's."""
-        if self.emulated and self.topo.links:
-            try:
-                return max(values["delay_us"] for values in emulator.settings().values())
-            except (OSError, EmulatorError, KeyError, ValueError):
-                pass                             # no emulator running: the job will say so
-        return libwanmpi.wan_delay_us(self.topo)
 
     def rank_program(self) -> list[str]:
         # On the testbed ranks run at idle priority so packet processing is never

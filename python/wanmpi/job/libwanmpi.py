@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 
 from .. import paths
+from ..testbed import emulator
+from ..testbed.emulator import EmulatorError
 from ..topo import Topology
 
 BUILT_FOR_SECTION = b".wanmpi_built_for"      # lib/src/coll/built_for.c
@@ -132,6 +134,18 @@ def wan_delay_us(topo: Topology) -> int:
     """WANMPI_WAN_DELAY from the topology: the largest one-way delay of its WAN
     links, microseconds (0 without links)."""
     return max((l.delay_us for l in topo.links), default=0)
+
+
+def running_wan_delay_us(topo: Topology) -> int:
+    """The one-way WAN delay a job on `topo` runs at: on the testbed the
+    largest of the emulator's live settings (`wanmpi link set` and the
+    benchmarks change them at run time), else the topology's."""
+    if topo.emulated and topo.links:
+        try:
+            return max(values["delay_us"] for values in emulator.settings().values())
+        except (OSError, EmulatorError, KeyError, ValueError):
+            pass                             # no emulator running: the job will say so
+    return wan_delay_us(topo)
 
 
 def environment(topo: Topology, rules: str | None = None, delay_us: int | None = None) -> dict[str, str]:
