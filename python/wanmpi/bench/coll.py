@@ -26,7 +26,7 @@ from ..topo import Topology
 from . import plot
 from .cases import Case, Record
 from .job_output import job_rows
-from .results import exit_status, finish, now_iso
+from .results import exit_status, finish, now_iso, rules_settings
 from .runner import Runner
 
 OPS = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
@@ -89,11 +89,12 @@ def lower_bound(topo: Topology, op: str, size: int, ranks: int, delay_ms: float)
 
 
 def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],
-                timeout: float) -> list[dict]:
-    """One collbench job of a variant on the running testbed: its JSON rows."""
+                timeout: float, rules: str | None = None) -> list[dict]:
+    """One collbench job of a variant on the running testbed: its JSON rows.
+    `rules`: a rules file for the variants that load libwanmpi."""
     return job_rows(topo, v.mpi, [str(paths.program(v.mpi, "collbench")), *args],
                     launch.placement(topo, ranks, mapping), env=v.env, extra_args=v.extra_args,
-                    wanmpi=v.wanmpi, timeout=timeout)
+                    wanmpi=v.wanmpi, timeout=timeout, rules=rules)
 
 
 def cases(variants: list[Variant], delays: list[float]) -> list[Case]:
@@ -101,8 +102,9 @@ def cases(variants: list[Variant], delays: list[float]) -> list[Case]:
     return [Case("collbench", v.name, v.mpi, delay) for delay in delays for v in variants]
 
 
-def execute(case: Case, t: Topology, ranks: int, mapping: str | None, args: list[str], timeout: float) -> dict:
-    return {"rows": run_variant(t, VARIANTS[case.variant], ranks, mapping, args, timeout)}
+def execute(case: Case, t: Topology, ranks: int, mapping: str | None, args: list[str], timeout: float,
+            rules: str | None = None) -> dict:
+    return {"rows": run_variant(t, VARIANTS[case.variant], ranks, mapping, args, timeout, rules)}
 
 
 def results_of(topo: Topology, records: list[Record]) -> list[Result]:
@@ -121,7 +123,7 @@ def results_of(topo: Topology, records: list[Record]) -> list[Result]:
 
 def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[str], sizes: str,
         iters: int, ranks: int | None, mapping: str | None, json_path: str | None,
-        plot_dir: str | None, timeout: float) -> int:
+        plot_dir: str | None, timeout: float, rules: str | None = None) -> int:
     """On the testbed of `topo` (brought up for the run if it is not up, and
     taken down again), with the runner: one case per delay and variant."""
     ranks = ranks or len(topo.nodes)
@@ -129,11 +131,11 @@ def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[
             "--budget", "20"]
     started_iso, started = now_iso(), time.monotonic()
     records = Runner(topo).run(cases(variants, delays),
-                               lambda case, t: execute(case, t, ranks, mapping, args, timeout))
+                               lambda case, t: execute(case, t, ranks, mapping, args, timeout, rules))
     results = results_of(topo, records)
     print_table(results, [v.name for v in variants])
     settings = {"variants": [v.name for v in variants], "delays": delays, "ops": ops, "sizes": sizes,
-                "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout}
+                "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout, **rules_settings(rules)}
     document = finish("coll", topo, settings, records, summary(results), started_iso, started, json_path)
     if plot_dir and results:
         for path in plot.collectives(results, Path(plot_dir)):

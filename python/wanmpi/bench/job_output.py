@@ -18,15 +18,15 @@ from .cases import BenchError
 
 def job_output(t: Topology, mpi: str, argv: list[str], nodes: list, *, env: dict | None = None,
                extra_args: Iterable[str] = (), wanmpi: bool = True, timeout: float = 600,
-               use_relays: bool = True) -> tuple[str, str]:
+               use_relays: bool = True, rules: str | None = None) -> tuple[str, str]:
     """Run one job on the testbed that is up; return what it printed on
-    stdout and on stderr. BenchError (with the reason from its output) if it
+    stdout and on stderr. `rules`: a rules file for libwanmpi (docs/tuning.md). BenchError (with the reason from its output) if it
     failed; its stderr is captured, so a failed case records why."""
     program = Path(argv[0])
     if not program.exists():
         raise BenchError(f"{program} is not built: run `make build`")
     job = launch.Job(t, [str(program), *argv[1:]], list(nodes), dict(env or {}), list(extra_args), wanmpi=wanmpi,
-                     use_relays=use_relays)
+                     use_relays=use_relays, rules=rules)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         sys.stderr.flush()
         saved = os.dup(2)

@@ -37,6 +37,16 @@ def now_iso() -> str:
     return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
+def rules_settings(rules: str | None) -> dict:
+    """What a run records of the rules file its libwanmpi jobs read: path and text."""
+    if not rules:
+        return {}
+    try:
+        return {"rules": rules, "rules_text": Path(rules).read_text()}
+    except OSError:
+        return {"rules": rules}
+
+
 # ---- results -------------------------------------------------------------------------------
 def result_document(bench: str, base: Topology, settings: dict, records: list[Record], summary: list[dict],
                     started_iso: str, seconds: float, argv: list[str] | None = None) -> dict:

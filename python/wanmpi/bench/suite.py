@@ -35,7 +35,7 @@ from . import plot
 from .cases import BASE, SINGLE_CLUSTER, BenchError, Case, Record, TopologySpec, plan, with_relays
 from .job_output import job_rows
 from .kernels import KERNELS
-from .results import environment_summary, markdown_table, now_iso, result_document, write_json
+from .results import environment_summary, markdown_table, now_iso, result_document, rules_settings, write_json
 from .runner import Runner
 
 MPIS = ("openmpi", "mpich")
@@ -85,11 +85,11 @@ def variant_of(name: str) -> Variant:
     return REFERENCE if name == REFERENCE.name else VARIANTS[name]
 
 
-def execute(case: Case, t: Topology, timeout: float) -> dict:
+def execute(case: Case, t: Topology, timeout: float, rules: str | None = None) -> dict:
     v = variant_of(case.variant)
     kernel = KERNELS[case.kernel]
     rows = job_rows(t, case.mpi, kernel.argv(case.mpi, case.param("class")), case.topology.rank_nodes(t),
-                    env=v.env, wanmpi=v.wanmpi, timeout=timeout)
+                    env=v.env, wanmpi=v.wanmpi, timeout=timeout, rules=rules)
     row = rows[-1]
     if row.get("check") != "ok":
         raise BenchError(f"the self-check did not pass: {row}")
@@ -191,7 +191,8 @@ def markdown(summary: list[dict], records: list[Record], settings: dict) -> str:
 # ---- run ---------------------------------------------------------------------------------------
 def run(base: Topology, kernels: list[str], variants: list[str], mpis: list[str], delays: list[float],
         reps: int, klass: str, out_dir: str | None, json_path: str | None, timeout: float,
-        runner: Runner | None = None) -> int:
+        runner: Runner | None = None, rules: str | None = None) -> int:
+    """`rules`: a rules file for the variants that load libwanmpi (docs/tuning.md)."""
     if not base.emulated:
         raise BenchError(f"{base.source} lists real hosts: the suite runs on the emulated testbed")
     if not base.links:
@@ -200,11 +201,11 @@ def run(base: Topology, kernels: list[str], variants: list[str], mpis: list[str]
     settings = {"kernels": kernels, "variants": variants, "mpis": mpis, "delays": delays, "reps": reps,
                 "class": klass, "timeout_s": timeout, "reference": REFERENCE.name,
                 "kernel_args": {k: KERNELS[k].args[klass] for k in kernels},
-                "variant_env": {v: VARIANTS[v].env for v in variants}}
+                "variant_env": {v: VARIANTS[v].env for v in variants}, **rules_settings(rules)}
     started_iso, started = now_iso(), time.monotonic()
     runner = runner or Runner(base)
     try:
-        records = runner.run(all_cases, lambda case, t: execute(case, t, timeout))
+        records = runner.run(all_cases, lambda case, t: execute(case, t, timeout, rules))
     except KeyboardInterrupt:                 # keep what was measured: the cases not run stay "pending"
         if json_path:
             write_json(json_path, result_document("suite", base, settings, runner.records,

@@ -10,8 +10,8 @@ from pathlib import Path
 from .. import units
 from ..bench import coll, kernels, links, pacing, rbudp, relay, report, suite, vpn, wanem
 from ..job import launch
-from .options import (CliError, count, delays_ms, names, positive, quantity, ranks, topology_for,
-                      topology_option)
+from .options import (CliError, checked_rules, count, delays_ms, names, positive, quantity, ranks, rules_option,
+                      topology_for, topology_option)
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 
@@ -112,6 +112,7 @@ def register_coll(suites) -> None:
     p.add_argument("--timeout", type=float, default=1800, help="per job, seconds (default: 1800)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--plots", metavar="DIR", help="also draw PNG plots into DIR")
+    rules_option(p)
     p.set_defaults(handler=cmd_bench_coll)
 
 
@@ -119,8 +120,9 @@ def cmd_bench_coll(args) -> int:
     sizes, delays, iters = args.sizes, args.delays, args.iters
     if args.quick:
         sizes, delays, iters = coll.QUICK_SIZES, [10.0], 2
-    return coll.run(topology_for(args), args.variants, delays, args.ops, sizes, iters, args.ranks, args.map,
-                    args.json, args.plots, args.timeout)
+    t = topology_for(args)
+    return coll.run(t, args.variants, delays, args.ops, sizes, iters, args.ranks, args.map,
+                    args.json, args.plots, args.timeout, checked_rules(args.rules, t))
 
 
 # ---- bench pacing ----------------------------------------------------------------
@@ -309,6 +311,7 @@ def register_suite(suites) -> None:
     p.add_argument("--timeout", type=positive("--timeout"), default=600, help="per job, seconds (default: 600)")
     p.add_argument("--out", metavar="DIR", help="write suite.json, suite.md and the PNG plots into DIR")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    rules_option(p)
     p.set_defaults(handler=cmd_bench_suite)
 
 
@@ -316,8 +319,9 @@ def cmd_bench_suite(args) -> int:
     klass, delays, reps = args.klass, args.delays, args.reps
     if args.quick:
         klass, delays, reps = suite.QUICK["class"], delays_ms(suite.QUICK["delays"]), suite.QUICK["reps"]
-    return suite.run(topology_for(args), args.kernels, args.variants, args.mpis, delays, reps, klass, args.out,
-                     args.json, args.timeout)
+    t = topology_for(args)
+    return suite.run(t, args.kernels, args.variants, args.mpis, delays, reps, klass, args.out,
+                     args.json, args.timeout, rules=checked_rules(args.rules, t))
 
 
 # ---- bench report ----------------------------------------------------------------
