@@ -18,12 +18,12 @@ from ..job.launch import EXIT_INTERRUPTED, LaunchError
 from ..testbed.emulator import EmulatorError
 from ..testbed.net import TestbedError
 from ..topo import TopologyError
-from . import bench, demo, deploy, doctor, link, plot, relay, run, testbed
+from . import bench, demo, deploy, doctor, link, plot, relay, run, testbed, tune
 from .options import CliError
 
 EXIT_USAGE = 2
 USER_ERRORS = (CliError, DeployError, StandingError, TopologyError, TestbedError, LaunchError, EmulatorError, PlotError, BenchError, DoctorError)
-SUBCOMMANDS = (testbed, run, deploy, relay, link, plot, doctor, demo, bench)      # in the order `wanmpi --help` lists them
+SUBCOMMANDS = (testbed, run, deploy, relay, link, plot, doctor, demo, bench, tune)      # in the order `wanmpi --help` lists them
 
 
 def main(argv: list[str] | None = None) -> int:
