@@ -15,10 +15,14 @@
  *     send and receive sizes that differ);
  *   - all-to-all: MPI_IN_PLACE (the "paced" algorithm then: the MPI
  *     library's own, with the WAN sockets paced), displacements past INT_MAX.
- * Messages up to WANMPI_SMALL bytes take the single-lane path, which has the
- * fewest hops and is the fastest for them. */
+ * Where our algorithms can take a call, the choice among them and the MPI
+ * library's is, in this order: an explicitly set WANMPI_<COLL>; the first
+ * matching rule of the rules file (WANMPI_RULES, rules.h, docs/tuning.md);
+ * the built-in choice, under which messages up to WANMPI_SMALL bytes take the
+ * single-lane path, which has the fewest hops. */
 #include "coll.h"
 #include <limits.h>
+#include "rules.h"
 #include "stats.h"
 #include "../common/log.h"
 #include "../common/settings.h"
@@ -30,6 +34,7 @@ static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum
 {
     const struct wm_settings *s = wm_settings();
     *alg = WM_ALG_MPI;
+    *out = NULL;
     if (s->disabled || s->alg[c] == WM_ALG_MPI || comm == MPI_COMM_NULL)
         return MPI_SUCCESS;
     struct wm_comm *wc;
@@ -79,6 +84,16 @@ static enum wm_alg by_size(enum wm_alg alg, double bytes)
     return alg == WM_ALG_MULTILANE && bytes <= (double)wm_settings()->small ? WM_ALG_SINGLELANE : alg;
 }
 
+/* What runs, once the arguments have been checked: `alg` is WM_ALG_MPI if
+ * only the MPI library can take the call, else the collective's setting. */
+static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg alg, double bytes)
+{
+    enum wm_alg builtin = c == WM_BARRIER ? alg : by_size(alg, bytes);
+    if (alg == WM_ALG_MPI || wm_settings()->alg_set[c])
+        return builtin;
+    return wm_rules_choose(wc, c, bytes, builtin);
+}
+
 int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
     double t0 = PMPI_Wtime();
@@ -91,7 +106,7 @@ int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
     if (alg != WM_ALG_MPI && (count < 0 || root < 0 || root >= wc->size || !typed))
         alg = WM_ALG_MPI;
     double bytes = (double)count * size;
-    alg = by_size(alg, bytes);
+    alg = decide(wc, WM_BCAST, alg, bytes);
     switch (alg) {
     case WM_ALG_MULTILANE: rc = wm_bcast_multilane(wc, buf, count, type, root); break;
     case WM_ALG_SINGLELANE: rc = wm_bcast_singlelane(wc, buf, count, type, root); break;
@@ -120,8 +135,8 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
                                         (sendbuf == MPI_IN_PLACE && wc->rank != root)))
             alg = WM_ALG_MPI;
     }
-    double bytes = (double)count * size * (mode == WM_SCATTER_BLOCKS && alg != WM_ALG_MPI ? wc->size : 1);
-    alg = by_size(alg, bytes);
+    double bytes = (double)count * size * (mode == WM_SCATTER_BLOCKS && wc ? wc->size : 1);
+    alg = decide(wc, coll, alg, bytes);
     if (alg == WM_ALG_MULTILANE)
         rc = wm_reduce_multilane(wc, sendbuf, recvbuf, count, type, op, mode, root);
     else if (alg == WM_ALG_SINGLELANE)
@@ -171,8 +186,8 @@ int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
                   (int64_t)sendcount * ssize != (int64_t)recvcount * rsize))
             alg = WM_ALG_MPI;
     }
-    double bytes = (double)recvcount * rsize * (alg != WM_ALG_MPI ? wc->size : 1);
-    alg = by_size(alg, bytes);
+    double bytes = (double)recvcount * rsize * (wc ? wc->size : 1);
+    alg = decide(wc, WM_ALLGATHER, alg, bytes);
     if (alg == WM_ALG_MULTILANE)
         rc = wm_allgather_multilane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
     else if (alg == WM_ALG_SINGLELANE)
@@ -192,6 +207,7 @@ int wm_barrier_call(MPI_Comm comm)
     if (rc != MPI_SUCCESS)
         return rc;
     /* one algorithm: single-lane and multi-lane are the same for a barrier */
+    alg = decide(wc, WM_BARRIER, alg, 0);
     rc = alg == WM_ALG_MPI ? PMPI_Barrier(comm) : wm_barrier(wc);
     wm_stats_call(WM_BARRIER, alg, 0, PMPI_Wtime() - t0);
     return rc;
@@ -222,14 +238,16 @@ int wm_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
     if (alg != WM_ALG_MPI) {
         if (recvcount < 0 || !typed || (long long)recvcount * wc->size > INT_MAX)
             alg = WM_ALG_MPI;
-        else if (sendbuf == MPI_IN_PLACE)
-            alg = WM_ALG_PACED;
-        else if (sendcount < 0 || !type_size(sendtype, &ssize) ||
-                 (long long)sendcount * ssize != (long long)recvcount * rsize ||
-                 (long long)sendcount * wc->size > INT_MAX)
+        else if (sendbuf != MPI_IN_PLACE &&
+                 (sendcount < 0 || !type_size(sendtype, &ssize) ||
+                  (long long)sendcount * ssize != (long long)recvcount * rsize ||
+                  (long long)sendcount * wc->size > INT_MAX))
             alg = WM_ALG_MPI;
     }
-    double bytes = (double)recvcount * rsize * (alg != WM_ALG_MPI ? wc->size : 1);
+    double bytes = (double)recvcount * rsize * (wc ? wc->size : 1);
+    alg = decide(wc, WM_ALLTOALL, alg, bytes);
+    if (alg == WM_ALG_SCHEDULED && sendbuf == MPI_IN_PLACE)
+        alg = WM_ALG_PACED;         /* the schedule needs a separate send buffer */
     if (alg == WM_ALG_MPI)
         rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     else if (sendbuf == MPI_IN_PLACE)
@@ -252,11 +270,13 @@ int wm_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls,
     if (alg != WM_ALG_MPI) {
         if (!type_size(recvtype, &rsize) || !counts_ok(recvcounts, rdispls, wc->size))
             alg = WM_ALG_MPI;
-        else if (sendbuf == MPI_IN_PLACE)
-            alg = WM_ALG_PACED;
-        else if (!type_size(sendtype, &ssize) || !counts_ok(sendcounts, sdispls, wc->size))
+        else if (sendbuf != MPI_IN_PLACE && (!type_size(sendtype, &ssize) ||
+                                             !counts_ok(sendcounts, sdispls, wc->size)))
             alg = WM_ALG_MPI;
     }
+    alg = decide(wc, WM_ALLTOALLV, alg, 0);     /* per-rank sizes differ: no size in the choice */
+    if (alg == WM_ALG_SCHEDULED && sendbuf == MPI_IN_PLACE)
+        alg = WM_ALG_PACED;
     double bytes = 0;
     if (alg != WM_ALG_MPI)
         for (int p = 0; p < wc->size; p++)

@@ -1,4 +1,5 @@
 #include "cluster.h"
+#include "rules.h"
 #include "../common/cluster_map.h"
 #include "../common/log.h"
 #include "../common/settings.h"
@@ -152,6 +153,7 @@ static void destroy(struct wm_comm *wc)
     free(wc->members);
     free(wc->cluster_global);
     free(wc->address_of);
+    wm_rules_release(wc);
     free(wc);
 }
 
@@ -203,11 +205,12 @@ static void *checked_calloc(size_t n, size_t size)
 /* Each rank's cluster name (into `names`, [size]) and address, in one exchange. */
 static int exchange_identities(MPI_Comm comm, struct wm_comm *wc, char (*names)[WM_CLUSTER_NAME_MAX])
 {
-    struct identity { char name[WM_CLUSTER_NAME_MAX]; uint32_t address; };
+    struct identity { char name[WM_CLUSTER_NAME_MAX]; uint32_t address; uint64_t rules; };
     struct identity *who = checked_calloc((size_t)wc->size, sizeof *who), mine;
     memset(&mine, 0, sizeof mine);
     snprintf(mine.name, sizeof mine.name, "%s", process_cluster());
     mine.address = my_address;
+    mine.rules = wm_rules_fingerprint();
     int rc = PMPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, who, (int)sizeof mine, MPI_BYTE, comm);
     if (rc == MPI_SUCCESS) {
         wc->address_of = checked_calloc((size_t)wc->size, sizeof(uint32_t));
@@ -215,6 +218,7 @@ static int exchange_identities(MPI_Comm comm, struct wm_comm *wc, char (*names)[
             memcpy(names[r], who[r].name, WM_CLUSTER_NAME_MAX);
             names[r][WM_CLUSTER_NAME_MAX - 1] = 0;
             wc->address_of[r] = who[r].address;
+            wc->rules_differ |= who[r].rules != mine.rules;
         }
     }
     free(who);
@@ -318,6 +322,7 @@ static int build(MPI_Comm comm, struct wm_comm *wc)
     wc->lanes = wm_settings()->lanes;
     if ((rc = split_communicators(comm, wc)) != MPI_SUCCESS)
         return rc;
+    wm_rules_attach(wc, !wc->rules_differ);
     if (WM_DEBUG_ON(1))
         debug_layout(wc);
     return MPI_SUCCESS;

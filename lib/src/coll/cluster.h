@@ -32,6 +32,8 @@ struct wm_comm {
                                   network order; 0: unknown, e.g. clusters named by rank) */
     int lanes;                 /* k, WAN senders per cluster (WANMPI_LANES); 0: automatic */
     int tag_ub;
+    int rules_differ;          /* the ranks read different rules files */
+    struct wm_comm_rules *rules;   /* rules.c: the rules that can apply here; NULL: none */
     struct wm_comm *next;      /* list of live entries (freed at MPI_Finalize) */
 };
 

@@ -20,3 +20,11 @@ void wm_debug(int level, const char *fmt, ...)
     wm_log_vline(prefix, fmt, ap);
     va_end(ap);
 }
+
+void wm_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    wm_log_vline("wanmpi", fmt, ap);
+    va_end(ap);
+}

@@ -11,6 +11,9 @@
 /* Prints "wanmpi: <message>" to stderr and aborts the MPI job. */
 void wm_fatal(const char *fmt, ...) WM_PRINTF(1, 2) __attribute__((noreturn));
 
+/* Prints "wanmpi: <message>" to stderr, always (a problem the job survives). */
+void wm_warn(const char *fmt, ...) WM_PRINTF(1, 2);
+
 /* Prints "wanmpi[rank]: <message>" to stderr when WANMPI_DEBUG >= level. */
 void wm_debug(int level, const char *fmt, ...) WM_PRINTF(2, 3);
 

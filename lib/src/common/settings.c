@@ -43,7 +43,7 @@ static long long env_integer(const char *name, long long dflt, long long min, lo
     return x;
 }
 
-static enum wm_alg env_alg(enum wm_coll c)
+static enum wm_alg env_alg(enum wm_coll c, int *set)
 {
     char name[64] = WM_ENV_ALG_PREFIX;
     size_t n = strlen(name);
@@ -52,6 +52,7 @@ static enum wm_alg env_alg(enum wm_coll c)
     name[n] = 0;
     int a2a = c == WM_ALLTOALL || c == WM_ALLTOALLV;
     const char *v = nonempty(name);
+    *set = v != NULL;
     if (!v)
         return a2a ? WM_ALG_SCHEDULED : WM_ALG_MULTILANE;
     for (int a = 0; a < WM_NALG; a++) {
@@ -90,11 +91,13 @@ const struct wm_settings *wm_settings(void)
     settings.cluster_map = nonempty(WM_ENV_CLUSTER_MAP);
     settings.wan_rate = (double)env_integer(WM_ENV_WAN_RATE, 0, 1, LLONG_MAX);
     settings.nic_rate = (double)env_integer(WM_ENV_NIC_RATE, 0, 1, LLONG_MAX);
+    settings.wan_delay_us = env_integer(WM_ENV_WAN_DELAY, -1, 0, 1000000000LL);
+    settings.rules = nonempty(WM_ENV_RULES);
     settings.lanes = (int)env_integer(WM_ENV_LANES, 0, 1, 1 << 20);
     settings.chunk = (size_t)env_integer(WM_ENV_CHUNK, WM_DEFAULT_CHUNK, 1024, 1LL << 30);
     settings.small = (size_t)env_integer(WM_ENV_SMALL, WM_DEFAULT_SMALL, 0, 1LL << 40);
     for (int c = 0; c < WM_NCOLL; c++)
-        settings.alg[c] = env_alg((enum wm_coll)c);
+        settings.alg[c] = env_alg((enum wm_coll)c, &settings.alg_set[c]);
     settings.disabled = (int)env_integer(WM_ENV_DISABLE, 0, 0, 1);
     settings.alltoall_rate = env_rate_mode(WM_ENV_ALLTOALL_RATE);
     settings.matb_divisor = (int)env_integer(WM_ENV_MATB_DIVISOR, 1, 1, 64);

@@ -21,6 +21,12 @@
 /* Rates of the topology, bits/s (integers), for the statistics and pacing. */
 #define WM_ENV_WAN_RATE       "WANMPI_WAN_RATE"
 #define WM_ENV_NIC_RATE       "WANMPI_NIC_RATE"
+/* The one-way WAN delay, microseconds (integer); unset: unknown. For the rules. */
+#define WM_ENV_WAN_DELAY      "WANMPI_WAN_DELAY"
+
+/* Which algorithm runs per call (coll/rules.h, docs/tuning.md): a rules file,
+ * as written by `wanmpi tune`. An explicitly set WANMPI_<COLL> wins over it. */
+#define WM_ENV_RULES          "WANMPI_RULES"
 
 #define WM_ENV_LANES          "WANMPI_LANES"          /* k: ranks per cluster that send across
                                                          the WAN at the same time (>= 1). Unset:
@@ -106,9 +112,12 @@ struct wm_settings {
     const char *rank_clusters;
     const char *cluster_map;
     double wan_rate, nic_rate;  /* bits/s, 0 if unknown */
+    long long wan_delay_us;     /* one-way, -1 if unknown */
+    const char *rules;          /* WANMPI_RULES, or NULL */
     int lanes;                  /* 0: automatic */
     size_t chunk, small;
     enum wm_alg alg[WM_NCOLL];
+    int alg_set[WM_NCOLL];      /* WANMPI_<COLL> given: it wins over the rules */
     int disabled;
     enum wm_rate_mode alltoall_rate;
     int matb_divisor;
