@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import paths, units
 from ..job import launch
-from ..rules import ALGORITHMS
+from ..rules import ALGORITHMS, format_bytes
 from ..topo import Topology
 from .cases import BenchError, Case, Record, plan
 from .crossovers import MARGIN, SETTINGS, Cell, algorithm, choose, rules_text
@@ -34,7 +34,7 @@ MPIS = ("openmpi", "mpich")
 DEFAULT_DELAYS = "0,10"
 DEFAULT_SIZES = "8,64,512,4K,32K,256K,1M,4M"  # the small-message matrix and the large sizes
 ITERS = 5                                     # timed iterations per size, at most
-BUDGET_S = 1.0                                # per size: stop repeating once the iterations took this long
+BUDGET_S = 0.5                                # per size: stop repeating once the iterations took this long
 PROGRAM = "collbench"
 
 
@@ -93,7 +93,7 @@ def print_table(cells: list[Cell]) -> None:
             chosen = choose(c.times)
             times = " ".join(f"{c.times[s] * 1e3:>9.3f}" if s in c.times else f"{'failed':>9}" for s in SETTINGS)
             ratio = f"{chosen.ratio:>8.2f}" if chosen and chosen.ratio else f"{'-':>8}"
-            size = "-" if c.op == "barrier" else units.format_size(c.bytes)
+            size = "-" if c.op == "barrier" else format_bytes(c.bytes)
             print(f"  {c.op:<20} {size:>7} {times} {ratio}  {algorithm(c.op, chosen.setting) if chosen else '-'}")
 
 
