@@ -177,7 +177,7 @@ def run_suite(tmp_path):
 
 
 def test_suite_results_follow_the_documented_format(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout: fake_job(case, t))
+    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout, rules=None: fake_job(case, t))
     status, doc = run_suite(tmp_path)
     assert status == 1                                          # some cases failed
     for key in ("format", "bench", "command", "started", "seconds", "git", "machine", "topology",
@@ -205,7 +205,7 @@ def test_suite_results_follow_the_documented_format(tmp_path, monkeypatch, capsy
 
 
 def test_suite_writes_markdown_and_png_plots(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout: fake_job(case, t))
+    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout, rules=None: fake_job(case, t))
     run_suite(tmp_path)
     out = tmp_path / "out"
     names = sorted(p.name for p in out.iterdir())
@@ -217,7 +217,7 @@ def test_suite_writes_markdown_and_png_plots(tmp_path, monkeypatch):
 
 
 def test_report_redraws_a_saved_result_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout: fake_job(case, t))
+    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout, rules=None: fake_job(case, t))
     run_suite(tmp_path)
     again = tmp_path / "again"
     done = wanmpi("bench", "report", str(tmp_path / "suite.json"), "--out", str(again), timeout=120)
@@ -252,7 +252,7 @@ def test_bench_suite_refuses_bad_arguments_before_running(args, message):
 
 
 def test_suite_parts_merge_into_one_result(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout: fake_job(case, t))
+    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout, rules=None: fake_job(case, t))
     parts = []
     for mpi in ("openmpi", "mpich"):
         runner = br.Runner(BASE, FakeTestbed(up=BASE), io.StringIO())
@@ -306,7 +306,7 @@ def test_a_broken_testbed_that_cannot_come_back_fails_the_remaining_cases_and_th
     def vandal(case, t):
         fake.broken = True
         return fake_job(case, t)
-    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout: vandal(case, t))
+    monkeypatch.setattr(bench_suite, "execute", lambda case, t, timeout, rules=None: vandal(case, t))
     out = tmp_path / "s.json"
     status = bench_suite.run(BASE, ["cg"], ["plain"], ["openmpi"], [0.0], 3, "S", None, str(out), 60,
                              runner=br.Runner(BASE, fake, io.StringIO()))
@@ -318,7 +318,7 @@ def test_a_broken_testbed_that_cannot_come_back_fails_the_remaining_cases_and_th
 def test_an_interrupted_suite_keeps_the_cases_it_ran(tmp_path, monkeypatch):
     calls = []
 
-    def stop_at_third(case, t, timeout):
+    def stop_at_third(case, t, timeout, rules=None):
         calls.append(case)
         if len(calls) == 3:
             raise KeyboardInterrupt

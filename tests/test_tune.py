@@ -5,16 +5,50 @@ bench format, and puts the testbed back; bad arguments are refused with
 exit status 2 before anything runs."""
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 
 from conftest import program, wanmpi
+from test_bench_runner import BASE, FakeTestbed
 from wanmpi import rules
+from wanmpi.bench import runner as bench_runner, tune
 from wanmpi.testbed import emulator, net
 
 OPS = "bcast,allreduce,alltoall,barrier"
 SIZES = "64,256K"
+
+
+def test_settings_alternate_in_rounds_and_the_best_median_of_each_counts(tmp_path, monkeypatch, capsys):
+    seen = []
+
+    def job(case, t, args, timeout):             # ours wins at 1 MiB only, and only in round 2
+        seen.append((case.delay_ms, case.rep, case.variant))
+        big = {"multi": 3.0 - case.rep, "single": 2.5, "mpi": 1.5}[case.variant]
+        return {"rows": [{"op": "bcast", "bytes": 64, "ranks": 8, "median_s": 1.0},
+                         {"op": "bcast", "bytes": 1 << 20, "ranks": 8, "median_s": big},
+                         {"op": "barrier", "bytes": 64, "ranks": 8, "median_s": 0.5},
+                         {"op": "barrier", "bytes": 1 << 20, "ranks": 8, "median_s": 0.4}]}
+    monkeypatch.setattr(tune, "execute", job)
+    monkeypatch.setattr(tune.paths, "program", lambda mpi, name: tmp_path)       # "built"
+    runner = bench_runner.Runner(BASE, FakeTestbed(up=BASE), io.StringIO())
+    out = tmp_path / "t.rules"
+    assert tune.run(BASE, ["openmpi"], [0.0, 10.0], ["bcast", "barrier"], "64,1M", 2, out, None, 60, "cmd",
+                    runner) == 0
+    assert seen[:6] == [(0.0, r, s) for r in (1, 2) for s in ("multi", "single", "mpi")]
+    text = out.read_text()
+    assert "# command: cmd\n" in text
+    assert text.split("#\n", 1)[1] == (
+        "\n# bcast, openmpi, 0 ms: best of ours / openmpi's own: 64:1.00 1M:0.67\n"
+        "# bcast, openmpi, 10 ms: best of ours / openmpi's own: 64:1.00 1M:0.67\n"
+        "bcast                mpi        mpi=openmpi clusters=2 ranks=8 bytes=-8K\n"
+        "bcast                multilane  mpi=openmpi clusters=2 ranks=8 bytes=8K-\n"
+        "\n# barrier, openmpi, 0 ms: best of ours / openmpi's own: any:1.00\n"
+        "# barrier, openmpi, 10 ms: best of ours / openmpi's own: any:1.00\n"
+        "barrier              mpi        mpi=openmpi clusters=2 ranks=8\n")
+    table = capsys.readouterr().out
+    assert "  bcast                     1M  1000.000  2500.000  1500.000     0.67  multilane" in table
 
 
 def test_tune_writes_rules_that_parse_and_a_job_runs_with(two_clusters, tmp_path):
@@ -43,7 +77,7 @@ def test_tune_writes_rules_that_parse_and_a_job_runs_with(two_clusters, tmp_path
     ran = wanmpi("run", "--rules", str(out), "-n", "8", program("openmpi", "collbench"), "--ops", OPS,
                  "--sizes", SIZES, "--iters", "1", timeout=300)
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
-    assert ran.stdout.count('"op"') == 7 and "wanmpi: rules" not in ran.stderr
+    assert ran.stdout.count('"op"') == 8 and "wanmpi: rules" not in ran.stderr
 
 
 @pytest.mark.parametrize("args, problem", [
