@@ -203,6 +203,21 @@ def test_rules_file_of_the_topology_is_relative_to_it_and_reaches_every_rank(tmp
     assert "WANMPI_RULES" not in libwanmpi.environment(topo.loads(GOOD, "t.toml"))
 
 
+def test_a_job_on_the_testbed_gets_the_emulators_live_delay(monkeypatch):
+    from wanmpi.job import launch, libwanmpi
+    t = topo.loads(GOOD, "t.toml")
+    live = {("a-b", "a_to_b"): {"delay_us": 2000}, ("a-b", "b_to_a"): {"delay_us": 3500}}
+    monkeypatch.setattr(libwanmpi.emulator, "settings", lambda: live)
+    job = launch.Job(t, ["prog"], list(t.nodes), rules="/r/t.rules")
+    env = job.rank_environment("openmpi")
+    assert (env["WANMPI_WAN_DELAY"], env["WANMPI_RULES"]) == ("3500", "/r/t.rules")
+
+    def no_emulator():
+        raise OSError("no control socket")
+    monkeypatch.setattr(libwanmpi.emulator, "settings", no_emulator)
+    assert job.rank_environment("openmpi")["WANMPI_WAN_DELAY"] == "10000"      # the topology's
+
+
 def test_rules_key_must_be_a_path():
     e = error_of(GOOD + "[collectives]\nrules = 3\n")
     assert str(e).startswith("bad.toml: collectives.rules: expected the path of a rules file")
