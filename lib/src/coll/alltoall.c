@@ -396,8 +396,13 @@ int wm_alltoall_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendb
     struct wm_pacing pc;
     int rc = pace(&pc, wc, NULL, scount, ssize, 0);
     if (rc != MPI_SUCCESS || alg != WM_ALG_SCHEDULED) {
-        if (rc == MPI_SUCCESS)
+        if (rc == MPI_SUCCESS) {
+            int saved = -1;
+            if (sendbuf != MPI_IN_PLACE)        /* MPICH's scattered cannot work in place */
+                wm_own_alltoall_concurrent(&saved);
             rc = PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, wc->user);
+            wm_own_alltoall_restore(saved);
+        }
         unpace(&pc);
         return rc;
     }

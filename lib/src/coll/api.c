@@ -298,6 +298,7 @@ int wm_finalize(void)
 {
     wm_stats_write();
     wm_comm_release_all();
+    wm_own_alltoall_finalize();
     wm_udp_finalizing();
     return PMPI_Finalize();
 }

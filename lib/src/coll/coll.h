@@ -43,6 +43,13 @@ int wm_alltoallv_run(const struct wm_comm *wc, enum wm_alg alg, const void *send
                      const int *sdispls, MPI_Datatype stype, void *recvbuf, const int *rcounts,
                      const int *rdispls, MPI_Datatype rtype);
 
+/* own_alltoall.c: for a paced call, the MPI library's own all-to-all set to
+ * one whose flows all run at once (MPICH: "scattered"); *saved for restore.
+ * Returns 1 if it changed anything. */
+int wm_own_alltoall_concurrent(int *saved);
+void wm_own_alltoall_restore(int saved);
+void wm_own_alltoall_finalize(void);        /* before PMPI_Finalize */
+
 /* ---- shared pieces ---- */
 
 /* Where `count` elements of `type` live in memory. */

@@ -72,7 +72,8 @@ static int number(struct parser *p, enum wm_condition c, const char *s, size_t l
     text[len] = 0;
     char *end;
     double v = strtod(text, &end);
-    if (end == text || !isfinite(v) || v < 0 || !isdigit((unsigned char)text[0]))
+    size_t digits = strspn(text, "0123456789.");    /* as python/wanmpi/rules.py: no signs, exponents, hex */
+    if (end == text || end != text + digits || !isfinite(v) || !isdigit((unsigned char)text[0]))
         return fail(p, "%s: '%s' is not a number (%s)", cond_names[c], text, unit_list(c));
     for (const struct unit *u = units_of(c); u->name; u++)
         if (!strcmp(end, u->name)) {
