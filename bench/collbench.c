@@ -3,8 +3,9 @@
  * Usage: collbench [--ops bcast,allreduce,...] [--sizes 1K,64K,1M,...]
  *                  [--iters N] [--warmup N] [--root R] [--budget SECONDS]
  * For each operation and size (bytes, or with a K, M or G suffix: powers of 1024),
- * every iteration starts after a barrier; a rank's time is from just after the
- * barrier until its call returns, and the iteration's time is the maximum
+ * every iteration starts after the MPI library's own barrier (PMPI_Barrier: the
+ * same start under every libwanmpi setting, so rooted calls are compared from
+ * the same skew); a rank's time is from just after the barrier until its call returns, and the iteration's time is the maximum
  * over ranks (as the OSU benchmarks do). Rank 0 prints one JSON object per
  * (operation, size): {"op", "bytes", "iters", "min_s", "median_s", "max_s"}.
  * The first iteration's result is checked exactly (the job fails with status
@@ -168,14 +169,14 @@ int main(int argc, char **argv)
             double *times = malloc((size_t)iters * sizeof(double)), spent = 0;
             int done = 0, ok = 1;
             for (int it = 0; it < warmup + iters; it++) {
-                MPI_Barrier(MPI_COMM_WORLD);
+                PMPI_Barrier(MPI_COMM_WORLD);     /* the same start for every algorithm setting */
                 double t0 = MPI_Wtime();
                 ok &= run(op, a, b, n, root, rank, size, it == 0);
                 double mine = MPI_Wtime() - t0, worst;
-                MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                PMPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
                 if (it == 0) {
                     int all_ok;
-                    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+                    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
                     if (!all_ok) {
                         if (rank == 0)
                             fprintf(stderr, "collbench: %s of %ld bytes gave a wrong result\n", op, bytes);
@@ -186,7 +187,7 @@ int main(int argc, char **argv)
                     times[done++] = worst;
                     spent += worst;
                     int stop = spent >= budget;
-                    MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
+                    PMPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
                     if (stop)
                         break;
                 }
