@@ -64,8 +64,6 @@ static void setup(void)
         count != 1)
         return;
     usable = 1;
-    wm_debug(1, "paced all-to-all: the MPI's own algorithm set to %s (%s=%d) while paced", CONCURRENT, CVAR,
-             concurrent_value);
 }
 
 int wm_own_alltoall_concurrent(int *saved)
@@ -78,6 +76,8 @@ int wm_own_alltoall_concurrent(int *saved)
     if (MPI_T_cvar_write(handle, &concurrent_value) != MPI_SUCCESS)
         return 0;
     *saved = now;
+    wm_debug(1, "alltoall: the MPI's own algorithm is %s for this paced call (%s=%d)", CONCURRENT, CVAR,
+             concurrent_value);
     return 1;
 }
 
