@@ -121,6 +121,8 @@ def install_base(b: Build, version: str) -> None:
     put(REPO / "build" / "tools" / "tcprtt", p / "libexec" / "wanmpi" / "tools" / "tcprtt")
     put(REPO / "lib" / "include" / "wanmpi.h", p / "include" / "wanmpi.h")
     replace_tree(REPO / "examples", p / "share" / "wanmpi" / "examples", "*.toml")
+    for rules in sorted((REPO / "examples").glob("*.rules")):      # tuned rules (docs/tuning.md)
+        put(rules, p / "share" / "wanmpi" / "examples" / rules.name)
     replace_tree(REPO / "docs", p / "share" / "doc" / "wanmpi" / "docs")
     put(REPO / "README.md", p / "share" / "doc" / "wanmpi" / "README.md")
     modules = p / "share" / "modulefiles" / "wanmpi"
