@@ -22,7 +22,7 @@ struct wm_sched {
     MPI_Request *req;
     struct wm_pending { wm_handler fn; void *arg; long item; } *pending;
     int n, cap, active;
-    int *done;                  /* scratch for MPI_Waitsome */
+    int *done;                  /* scratch for MPI_Testsome */
     int err;                    /* first error, MPI_SUCCESS otherwise */
 };
 
