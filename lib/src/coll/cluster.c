@@ -322,7 +322,7 @@ static int build(MPI_Comm comm, struct wm_comm *wc)
     wc->lanes = wm_settings()->lanes;
     if ((rc = split_communicators(comm, wc)) != MPI_SUCCESS)
         return rc;
-    wm_rules_attach(wc, !wc->rules_differ);
+    wm_rules_attach(wc);
     if (WM_DEBUG_ON(1))
         debug_layout(wc);
     return MPI_SUCCESS;

@@ -24,7 +24,6 @@
 
 /* What one communicator keeps: per collective, the rules that can apply to it. */
 struct wm_comm_rules {
-    int agreed;
     int count[WM_NCOLL];
     const struct wm_rule **rule[WM_NCOLL];
 };
@@ -122,7 +121,7 @@ static int applies(const struct wm_rule *r, const struct wm_comm *wc)
     return 1;
 }
 
-void wm_rules_attach(struct wm_comm *wc, int agreed)
+void wm_rules_attach(struct wm_comm *wc)
 {
     pthread_once(&once, load);
     if (!rules.path)
@@ -130,9 +129,8 @@ void wm_rules_attach(struct wm_comm *wc, int agreed)
     struct wm_comm_rules *cr = calloc(1, sizeof *cr);
     if (!cr)
         wm_fatal("out of memory (a communicator's rules)");
-    cr->agreed = agreed;
     wc->rules = cr;
-    if (!agreed) {
+    if (wc->rules_differ) {
         static int said;
         if (wc->rank == 0 && !said) {
             said = 1;
@@ -174,7 +172,7 @@ enum wm_alg wm_rules_choose(const struct wm_comm *wc, enum wm_coll coll, double 
     const struct wm_comm_rules *cr = wc->rules;
     if (!cr)
         return dflt;
-    if (!cr->agreed)
+    if (wc->rules_differ)
         return WM_ALG_MPI;
     for (int i = 0; i < cr->count[coll]; i++) {
         const struct wm_rule *r = cr->rule[coll][i];

@@ -54,10 +54,10 @@ struct wm_comm;
 /* Fingerprint of this process's rules (0: none), for the ranks to compare. */
 uint64_t wm_rules_fingerprint(void);
 
-/* Keeps on `wc` the rules whose conditions other than the size hold for it;
- * `agreed`: every rank of it read the same rules. Called once, when wc is
- * built; wm_rules_release frees what it kept. */
-void wm_rules_attach(struct wm_comm *wc, int agreed);
+/* Keeps on `wc` the rules whose conditions other than the size hold for it
+ * (none if wc->rules_differ: its ranks read different rules). Called once,
+ * when wc is built; wm_rules_release frees what it kept. */
+void wm_rules_attach(struct wm_comm *wc);
 void wm_rules_release(struct wm_comm *wc);
 
 /* The algorithm the rules choose for a call of `coll` of `bytes` on wc; `dflt`
