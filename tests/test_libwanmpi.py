@@ -82,6 +82,28 @@ def test_three_clusters_are_exact(three_clusters, mpi):
     assert "collcheck: 80 cases ok" in done.stdout
 
 
+def test_three_clusters_pace_each_pair_of_clusters_at_its_own_link_rate(three_clusters):
+    """b-c is a 100 Mbit/s link, a-b and a-c 200 Mbit/s (WANMPI_WAN_RATES):
+    MATB pacing gives a rank of b (2 ranks; 3 in a, 3 in c) B/(2 x 3) to each."""
+    done = run("openmpi", "collbench", "--ops", "alltoall", "--sizes", "1M", "--iters", "1", "--warmup", "0",
+               topology=THREE, env=["WANMPI_ALLTOALL_RATE=matb", "WANMPI_DEBUG=1"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "wanmpi[3]: alltoall: pace sockets to cluster a at 4166666 B/s (matb)" in done.stderr
+    assert "wanmpi[3]: alltoall: pace sockets to cluster c at 2083333 B/s (matb)" in done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_three_clusters_chained_and_homed_pieces_are_exact(three_clusters, mpi):
+    """The broadcast chain through every cluster and the homed allreduce
+    (pieces combined in one cluster each) in many small pieces, with more
+    ranks than nodes (clusters of 4, 3 and 4 ranks) and two lanes."""
+    done = run(mpi, "collcheck", "--seed", "23", "--cases", "60", "--max-bytes", "300000",
+               topology=THREE, ranks=11,
+               env=["WANMPI_CHUNK=1024", "WANMPI_SMALL=0", "WANMPI_LANES=2"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collcheck: 60 cases ok" in done.stdout
+
+
 @pytest.mark.parametrize("mpi", MPIS)
 @pytest.mark.parametrize("source", ["collcheck_f90", "collcheck_f77"])
 def test_fortran_reaches_wanmpi(two_clusters, tmp_path, mpi, source):
@@ -143,6 +165,10 @@ def test_no_wanmpi_does_not_load_the_library(two_clusters, tmp_path):
     ("WANMPI_CLUSTER_MAP=a=10.99.0.0/24", "none of this host's addresses"),
     ("WANMPI_CLUSTER_MAP=a=300.1.0.0/24", "'300.1.0.0/24' is not an IPv4 network"),
     ("WANMPI_CLUSTER_MAP=a198.18.0.0/24", "expected NAME=NETWORK"),
+    ("WANMPI_WAN_RATES=a-b=200000000", "'a-b=200000000' is not NAME:NAME=BITS"),
+    ("WANMPI_WAN_RATES=a:b=fast", "the rate of a:b must be a positive integer of bits/s"),
+    ("WANMPI_WAN_RATES=a:b=0", "the rate of a:b must be a positive integer of bits/s"),
+    ("WANMPI_WAN_RATES=a:b c=1", "'b c' is not a cluster name"),
 ])
 def test_bad_setting_is_reported(two_clusters, setting, message):
     done = wanmpi("run", "-n", "4", "--map", "a0,a1,b0,b1", "-x", setting, "--timeout", "60",

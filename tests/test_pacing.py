@@ -61,6 +61,7 @@ def test_rate_managed_alltoall_is_exact(two_clusters, tmp_path, mpi, algorithm, 
     ("WANMPI_ALLTOALL=multilane", "WANMPI_ALLTOALL=multilane: expected scheduled, paced or mpi"),
     ("WANMPI_ALLTOALL_RATE=fast", "WANMPI_ALLTOALL_RATE=fast: expected matb, auto or off"),
     ("WANMPI_MATB_DIVISOR=0", "WANMPI_MATB_DIVISOR=0: expected an integer from 1 to 64"),
+    ("WANMPI_ALLREDUCE_RATE=matb", "WANMPI_ALLREDUCE_RATE=matb: expected auto or off"),
 ])
 def test_bad_alltoall_settings_are_named(two_clusters, setting, message):
     done = run("openmpi", "a2acheck", env=[setting], timeout=120)
@@ -101,3 +102,21 @@ def test_paced_alltoall_leaves_an_algorithm_the_job_chose(two_clusters):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "a2acheck: 414 cases ok" in done.stdout
     assert "algorithm is scattered" not in done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("rate", ["auto", "off"])
+def test_paced_allreduce_is_exact_and_puts_the_rates_back(two_clusters, tmp_path, mpi, rate):
+    """The multi-lane allreduce paces its ring and WAN sockets while it runs
+    (WANMPI_ALLREDUCE_RATE=auto, the default), or not at all (off)."""
+    done = run(mpi, "collcheck", "--seed", "31", "--cases", "40", "--max-bytes", "1000000",
+               env=[f"WANMPI_ALLREDUCE_RATE={rate}", f"WANMPI_STATS={tmp_path}/stats-%r.json", "WANMPI_DEBUG=1"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collcheck: 40 cases ok" in done.stdout
+    ranks = stats(tmp_path)
+    assert calls(ranks, "allreduce", "multilane") > 0
+    paced = "allreduce: pace the ring at" in done.stderr
+    assert paced == (rate == "auto")
+    if paced:
+        assert sum(r["pacing"]["rate_changes"] for r in ranks) > 0
+    assert all(r["pacing"]["wan_rate"] == 0 for r in ranks), "the WAN rate was not put back"

@@ -17,13 +17,16 @@
  *          flows end together however uneven the blocks; and the sockets inside the cluster are paced
  *          to share what the WAN flows leave of a receiver's NIC:
  *          lambda = (0.9 NIC - B (C - 1) / n_mine) / (n_mine - 1), at least
- *          NIC / 10 / (n_mine - 1) (C clusters). Without this the local flows,
+ *          a fair share of the receiver's NIC, 0.95 NIC / (P - 1) (C
+ *          clusters, P ranks). Without this the local flows,
  *          with their tiny RTT, fill the receiver's switch port and the WAN
  *          flows lose packets there (measured: design/collectives.md)
  *   off    not paced
  *
  * n_mine: ranks of my cluster that send to c; d: WANMPI_MATB_DIVISOR; r_c:
- * ranks of c this rank sends to. The rates go back to the process-wide rate
+ * ranks of c this rank sends to; B: the rate between my cluster and c
+ * (WANMPI_WAN_RATES, else WANMPI_WAN_RATE; for the local share, the sum over
+ * the other clusters replaces B (C - 1)). The rates go back to the process-wide rate
  * when the call returns.
  *
  * Two algorithms (WANMPI_ALLTOALL / WANMPI_ALLTOALLV):
@@ -47,6 +50,13 @@
 
 /* ---- the rate ---- */
 
+/* B between my cluster and cluster c of the communicator, bytes/s. */
+static double link_rate(const struct wm_comm *wc, int c)
+{
+    return (double)wm_rate_between(wm_cluster_name(wc->cluster_global[wc->my_cluster]),
+                                   wm_cluster_name(wc->cluster_global[c]));
+}
+
 struct wm_pacing {
     int set;                    /* rates were changed: restore them */
     int local_set;
@@ -62,7 +72,7 @@ struct wm_pacing {
  * an idle link). Hosts of several ranks: their volumes summed, shared by
  * their sockets. `cluster_vol`: bytes the cluster sends to each cluster. */
 static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int ssize,
-                       const double *cluster_vol, double scale, double cap_per_byte)
+                       const double *cluster_vol, const double *scale, double cap_per_byte)
 {
     pc->hosts = malloc((size_t)wc->size * sizeof *pc->hosts);
     double *vol = calloc((size_t)wc->size, sizeof *vol);
@@ -91,7 +101,7 @@ static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const int
         socks[h]++;
     }
     for (int h = 0; h < n; h++) {
-        double rho = scale * vol[h] / cluster_vol[cl[h]] / socks[h];
+        double rho = scale[cl[h]] * vol[h] / cluster_vol[cl[h]] / socks[h];
         if (cap_per_byte > 0 && rho > cap_per_byte * vol[h] / socks[h])
             rho = cap_per_byte * vol[h] / socks[h];
         wm_rate_set_peer(pc->hosts[h], rho < 1000 ? 1000 : (uint64_t)rho);
@@ -150,19 +160,19 @@ static int cluster_volumes(const struct wm_comm *wc, const double *vol, double *
 
 /* The rate of this rank's sockets to each other cluster: MATB's equal share,
  * or (auto) its share of B by volume, within a receiver NIC's share. */
-static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, uint64_t b, const double *vol,
+static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, const double *vol,
                           const int *peers, const double *cluster_vol, const double *senders)
 {
     const struct wm_settings *st = wm_settings();
     for (int c = 0; c < wc->nclusters; c++) {
         if (c == wc->my_cluster || peers[c] == 0 || cluster_vol[c] <= 0)
             continue;
-        double rho;
+        double rho, b = link_rate(wc, c);
         if (st->alltoall_rate == WM_RATE_MATB) {
-            rho = (double)b / (senders[c] * st->matb_divisor * peers[c]);
+            rho = b / (senders[c] * st->matb_divisor * peers[c]);
         } else {
             /* 5 % of B left for ACKs, the other direction's headers and jitter */
-            rho = 0.95 * (double)b * (vol[c] / cluster_vol[c]) / peers[c];
+            rho = 0.95 * b * (vol[c] / cluster_vol[c]) / peers[c];
             /* a receiver's NIC is shared by every rank sending to it at once */
             double nic = st->nic_rate / 8;
             if (nic > 0 && wc->size > 1 && rho > nic / (wc->size - 1))
@@ -180,35 +190,45 @@ static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, uint64
 
 /* auto: each destination host's rate, by its share of the cluster's volume,
  * capped by the receiver NIC's share per byte of a block. */
-static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, uint64_t b, const int *counts,
+static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts,
                          int ssize, const double *vol, const int *peers, const double *cluster_vol)
 {
     const struct wm_settings *st = wm_settings();
-    double sent = 0;
+    double sent = 0, *scale = calloc((size_t)wc->nclusters, sizeof *scale);
     int blocks = 0;
+    if (!scale)
+        return;
     for (int c = 0; c < wc->nclusters; c++)
         if (c != wc->my_cluster) {
             sent += vol[c];
             blocks += peers[c];
+            scale[c] = 0.95 * link_rate(wc, c) / st->matb_divisor;
         }
     double nic = st->nic_rate / 8;
     double cap = nic > 0 && wc->size > 1 && sent > 0 ? nic / (wc->size - 1) / (sent / blocks) : 0;
-    pace_hosts(pc, wc, counts, ssize, cluster_vol, 0.95 * (double)b / st->matb_divisor, cap);
+    pace_hosts(pc, wc, counts, ssize, cluster_vol, scale, cap);
+    free(scale);
 }
 
 /* auto: the sockets inside the cluster share what of the NIC the other
- * clusters' traffic leaves (at least a tenth). */
-static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc, uint64_t b)
+ * clusters' traffic leaves, and at least get a fair share of it: every flow
+ * into a receiver as much as every other (the WAN flows are capped at a
+ * receiver NIC's share per socket, pace_by_host). Without the fair share, the
+ * sum of wide WAN links (three clusters: two links of twice the NIC's rate)
+ * left the local flows a tenth of the NIC: 2.8x slower. */
+static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc)
 {
     const struct wm_settings *st = wm_settings();
     int n_mine = wc->cluster_size[wc->my_cluster];
     if (n_mine <= 1 || st->nic_rate <= 0)
         return;
-    double nic = st->nic_rate / 8, remote_in = (double)b * (wc->nclusters - 1) / n_mine;
-    double left = 0.9 * nic - remote_in;
-    if (left < 0.1 * nic)
-        left = 0.1 * nic;
-    uint64_t lambda = (uint64_t)(left / (n_mine - 1));
+    double remote_in = 0;
+    for (int c = 0; c < wc->nclusters; c++)
+        if (c != wc->my_cluster)
+            remote_in += link_rate(wc, c) / n_mine;
+    double nic = st->nic_rate / 8;
+    double left = (0.9 * nic - remote_in) / (n_mine - 1), fair = 0.95 * nic / (wc->size - 1);
+    uint64_t lambda = (uint64_t)(left > fair ? left : fair);
     pc->local_before = wm_rate_local();
     if (wm_rate_set_local(lambda) == 0)
         pc->local_set = 1;
@@ -256,10 +276,10 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
         if (c != wc->my_cluster && peers[c] > 0 && vol[c] / peers[c] > largest)
             largest = vol[c] / peers[c];
     if (rc == MPI_SUCCESS && wm_rate_available() && largest > (double)st->small) {
-        pace_clusters(pc, wc, b, vol, peers, cluster_vol, senders);
+        pace_clusters(pc, wc, vol, peers, cluster_vol, senders);
         if (st->alltoall_rate == WM_RATE_AUTO) {
-            pace_by_host(pc, wc, b, counts, ssize, vol, peers, cluster_vol);
-            pace_local(pc, wc, b);
+            pace_by_host(pc, wc, counts, ssize, vol, peers, cluster_vol);
+            pace_local(pc, wc);
         }
     }
     free(vol);

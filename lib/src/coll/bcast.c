@@ -3,18 +3,22 @@
  * Multi-lane (pipelined chains). The message is cut into chunks; chunk c
  * belongs to segment s = c mod S, S = min(k, n_R - 1) segments (k = 1 unless
  * WANMPI_LANES says otherwise: one chain measured fastest; R = the
- * root's cluster). Every segment travels along its own chain:
+ * root's cluster). Every segment travels along its own chain, through the
+ * clusters in order R, R+1, ..., R-1 (mod C):
  *
- *   root -> R[s0] -> R[s0+1] -> ... -> R[s0-1]  ==WAN==>  X[e_s] -> X[e_s+1] -> ... (every X != R)
+ *   root -> R[s0] -> ... -> R[s0-1] ==WAN==> X[e_s] -> ... -> X[e_s-1] ==WAN==> Y[e_s] -> ...
  *
  * The chain of segment s visits every non-root rank of R starting at a
  * rotated position s0 = s (n_R-1)/S, so the S chains end on S different
  * ranks, and the last rank of a chain is the one that sends the segment
- * across the WAN (to one entry rank per other cluster) instead of forwarding
- * it locally. Every rank of R therefore sends the message exactly once in
- * total (the lower bound of M/b per NIC), at most S = k ranks of R send
- * across the WAN, and the WAN carries the message once per cluster. In the
- * other clusters the chain starts at entry e_s and visits every rank.
+ * across the WAN instead of forwarding it locally. In every other cluster
+ * the chain starts at entry e_s, visits every rank, and its last rank sends
+ * the segment on to the next cluster's entry. Every rank therefore sends the
+ * message at most once in total (the lower bound of M/b per NIC; with three
+ * or more clusters a root-cluster rank that sent to every other cluster
+ * would send it C-1 times), at most S = k ranks of a cluster send across the
+ * WAN, and the WAN carries the message once into every cluster. The price
+ * is one more WAN delay per cluster beyond the second.
  * Chunks are under Open MPI's TCP eager limit, so no chunk waits for a
  * rendezvous round trip across the WAN, and all receives are posted first.
  *
@@ -73,11 +77,18 @@ static int entry(const struct wm_comm *wc, int x, int s, int segments)
     return segments <= n ? (int)((int64_t)s * n / segments) : s % n;
 }
 
+/* Last rank of segment s's chain in cluster x != R: the one before its entry. */
+static int last_of(const struct wm_comm *wc, int x, int s, int segments)
+{
+    int n = wc->cluster_size[x];
+    return wc->members[x][(entry(wc, x, s, segments) + n - 1) % n];
+}
+
 /* Fills source/dest of every segment for this rank (see the chain above). */
 static void plan(const struct wm_comm *wc, int root, struct bcast *b)
 {
     int R = wc->cluster_of[root], nR = wc->cluster_size[R], ir = wc->index_of[root];
-    int me = wc->rank, X = wc->my_cluster;
+    int me = wc->rank, X = wc->my_cluster, C = wc->nclusters;
     int others = nR - 1;                        /* non-root ranks of R: R[j] = members[(ir+1+j) % nR] */
     for (int s = 0; s < b->segments; s++) {
         b->source[s] = -1;
@@ -96,15 +107,16 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
                 add_dest(b, s, R_AT(j + 1));
         } else {
             int n = wc->cluster_size[X], e = entry(wc, X, s, b->segments);
-            int j = (wc->my_index - e + n) % n;
-            b->source[s] = j == 0 ? wan_sender : wc->members[X][(e + j - 1) % n];
+            int j = (wc->my_index - e + n) % n, before = (X - 1 + C) % C;
+            b->source[s] = j > 0 ? wc->members[X][(e + j - 1) % n]
+                         : before == R ? wan_sender : last_of(wc, before, s, b->segments);
             if (j < n - 1)
                 add_dest(b, s, wc->members[X][(e + j + 1) % n]);
+            else if ((X + 1) % C != R)
+                add_dest(b, s, wc->members[(X + 1) % C][entry(wc, (X + 1) % C, s, b->segments)]);
         }
-        if (me == wan_sender)
-            for (int x = 0; x < wc->nclusters; x++)
-                if (x != R)
-                    add_dest(b, s, wc->members[x][entry(wc, x, s, b->segments)]);
+        if (me == wan_sender && C > 1)
+            add_dest(b, s, wc->members[(R + 1) % C][entry(wc, (R + 1) % C, s, b->segments)]);
 #undef R_AT
     }
 }
@@ -139,7 +151,15 @@ int wm_bcast_multilane(const struct wm_comm *wc, void *buf, int count, MPI_Datat
     /* automatic: one chain, which measured fastest (docs/libwanmpi.md) */
     int k = wc->lanes > 0 ? wc->lanes : 1;
     b.segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
-    int64_t nchunks = wm_pieces(wc, b.total, (int64_t)wm_chunk_bytes(), 1, &b.chunk);
+    /* The chain of P ranks fills in (P-1) chunk times: at most about 1/64 of
+     * the message, down to 8 KiB chunks (2x4 testbed, 4 MiB: 32 KiB chunks
+     * 0.397 s, 8 KiB 0.382 s against a bound of 0.346 s) */
+    int64_t chunk = (int64_t)wm_chunk_bytes(), fill = b.total / (64 * (int64_t)(wc->size > 1 ? wc->size - 1 : 1));
+    if (fill < 8192)
+        fill = 8192;
+    if (fill < chunk)
+        chunk = fill;
+    int64_t nchunks = wm_pieces(wc, b.total, chunk, 1, &b.chunk);
     b.max_dest = wc->nclusters;
     b.source = calloc((size_t)b.segments, sizeof(int));
     b.ndest = calloc((size_t)b.segments, sizeof(int));

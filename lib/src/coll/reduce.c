@@ -12,7 +12,15 @@
  *   2. WAN: owners send P_X to the owners in the clusters that need the
  *      result (allreduce: all of them, an exchange; reduce: the root's
  *      cluster; reduce-scatter: the block's cluster), which combine
- *      F = P_0 op P_1 op ... in cluster order;
+ *      F = P_0 op P_1 op ... in cluster order. Allreduce over three or more
+ *      clusters is "homed" instead: piece p is combined only in its home
+ *      cluster p mod C, whose owner sends F to the other clusters' owners.
+ *      An exchange would make every cluster send and receive (C-1) M across
+ *      the WAN and every owner send its partial C-1 times; homed, a cluster
+ *      sends 2 M (C-1)/C, and every owner sends about 2 (C-1)/C of its
+ *      share (the owner of piece p in cluster x is lane (p / C) mod k_x, so
+ *      every lane owns pieces of every home alike). It costs one more WAN
+ *      delay;
  *   3. local distribution: allreduce: F travels the ring from the owner to
  *      every rank of the cluster; reduce: the owner sends F to the root.
  *
@@ -39,6 +47,8 @@
 #include "coll.h"
 #include "sched.h"
 #include "../common/log.h"
+#include "../common/settings.h"
+#include "../pacing/rate.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +75,7 @@ struct red {
     int64_t out_first;
     struct piece *piece;        /* [pieces] */
     size_t slot_bytes;
+    int homed;                  /* allreduce over 3+ clusters: piece p combined in cluster p mod C only */
 };
 
 /* tags: two kinds of message per piece */
@@ -92,7 +103,7 @@ static int block_rank(const struct red *r, int64_t p) { return (int)(p / r->per_
 static int is_home(const struct red *r, int x, int64_t p)
 {
     switch (r->mode) {
-    case WM_TO_ALL: return 1;
+    case WM_TO_ALL: return !r->homed || x == (int)(p % r->wc->nclusters);
     case WM_TO_ROOT: return x == r->wc->cluster_of[r->root];
     default: return x == r->wc->cluster_of[block_rank(r, p)];
     }
@@ -107,7 +118,8 @@ static int owner(const struct red *r, int x, int64_t p)
             return b;
         return wm_lane_rank(wc, x, wc->index_of[b] % wm_lanes(wc, x));
     }
-    return wm_lane_rank(wc, x, (int)(p % wm_lanes(wc, x)));
+    int64_t turn = r->homed ? p / wc->nclusters : p;
+    return wm_lane_rank(wc, x, (int)(turn % wm_lanes(wc, x)));
 }
 
 /* My position in piece p's ring: 0 follows the owner, n-1 is the owner. */
@@ -167,6 +179,10 @@ static int try_finish(struct wm_sched *s, struct red *r, int64_t p)
         if (rc != MPI_SUCCESS)
             return rc;
     }
+    if (r->homed)
+        for (int x = 0; x < wc->nclusters; x++)
+            if (x != wc->my_cluster)
+                wm_sched_send(s, pc->final, n, r->type, owner(r, x, p), FINAL_TAG(p), NULL, NULL, 0);
     if (r->mode == WM_TO_ALL && wc->cluster_size[wc->my_cluster] > 1)
         wm_sched_send(s, pc->final, n, r->type, ring_rank(r, p, 0), FINAL_TAG(p), NULL, NULL, 0);
     else if (r->mode == WM_TO_ROOT && wc->rank != r->root)
@@ -206,6 +222,17 @@ static int on_partial(struct wm_sched *s, void *arg, long p)
     struct red *r = arg;
     r->piece[p].partials_left--;
     return try_finish(s, r, p);
+}
+
+/* F arrived from the piece's home cluster (homed allreduce, at the owner):
+ * start it around my cluster's ring. */
+static int on_home_final(struct wm_sched *s, void *arg, long p)
+{
+    struct red *r = arg;
+    if (r->wc->cluster_size[r->wc->my_cluster] == 1)
+        return MPI_SUCCESS;
+    return wm_sched_send(s, out_piece(r, p), piece_count(r, p), r->type, ring_rank(r, p, 0),
+                         FINAL_TAG(p), NULL, NULL, 0);
 }
 
 /* F arrived from my ring predecessor (allreduce): pass it on. */
@@ -252,13 +279,18 @@ static int post_piece(struct wm_sched *s, struct red *r, int64_t p, char **next)
         *next += (size_t)C * r->slot_bytes;
         pc->final = wants_final(r, p) ? out_piece(r, p) : *next;
         *next += r->slot_bytes;
-        if (is_home(r, X, p))
+        if (is_home(r, X, p)) {
             for (int x = 0; x < C; x++)
                 if (x != X) {
                     pc->partials_left++;
                     wm_sched_recv(s, pc->partial + (size_t)x * r->slot_bytes, n, r->type, owner(r, x, p),
                                   PARTIAL_TAG(p), on_partial, r, (long)p);
                 }
+        } else if (r->homed) {
+            int home = (int)(p % C);
+            wm_sched_recv(s, pc->final, n, r->type, owner(r, home, p), FINAL_TAG(p), on_home_final, r,
+                          (long)p);
+        }
     } else if (wants_final(r, p)) {
         int from = r->mode == WM_TO_ALL ? (j == 0 ? owner(r, X, p) : ring_rank(r, p, j - 1))
                                         : owner(r, X, p);
@@ -276,10 +308,66 @@ static int post_piece(struct wm_sched *s, struct red *r, int64_t p, char **next)
     return MPI_SUCCESS;
 }
 
+/* ---- pacing: the ring and the WAN share a receiver's NIC ---- */
+
+struct red_pacing { int set; uint64_t local_before; };
+
+/* Allreduce (WANMPI_ALLREDUCE_RATE=auto): a rank receives the ring's
+ * 2 (n-1)/n M from its predecessor and the WAN's W = M (C-1)/n (homed:
+ * 2 M (C-1)/(C n)) at the same time, into one switch port. Unpaced, the
+ * ring's window and the WAN's bursts overflow it (2x4 testbed, 4 MiB: 1 % of
+ * all segments retransmitted). Paced, the ring socket gets its share of the
+ * NIC by volume, lambda = 0.95 NIC R/(R+W), and each WAN socket
+ * lambda/(n-1), at most NIC/(2 (C-1)) and its share of the link to that
+ * cluster, 0.95 B/n (WANMPI_WAN_RATES): an owner's partial, M/n, then
+ * crosses while the ring's (n-1)/n M of the reduce phase is sent, so the
+ * finals are not left waiting for a slow WAN (WAN at its share by volume,
+ * 0.12 NIC: 0.86 s; at lambda/(n-1): 0.72 s; unpaced 0.75-0.79 s;
+ * docs/benchmarks.md). The rates are restored when the call returns. */
+static void pace_allreduce(struct red_pacing *pc, const struct red *r)
+{
+    const struct wm_comm *wc = r->wc;
+    const struct wm_settings *st = wm_settings();
+    pc->set = 0;
+    pc->local_before = 0;
+    int n = wc->cluster_size[wc->my_cluster], C = wc->nclusters;
+    if (st->allreduce_rate != WM_RATE_AUTO || r->mode != WM_TO_ALL || n < 2 || st->nic_rate <= 0
+        || (double)r->count * r->l.size <= (double)st->small || !wm_rate_available())
+        return;
+    double nic = st->nic_rate / 8, ring = 2.0 * (n - 1) / n;
+    double wan = (r->homed ? 2.0 * (C - 1) / C : (double)(C - 1)) / n;
+    double lambda = 0.95 * nic * ring / (ring + wan), rho = lambda / (n - 1);
+    if (rho > nic / (2.0 * (C - 1)))
+        rho = nic / (2.0 * (C - 1));
+    pc->local_before = wm_rate_local();
+    wm_rate_set_local((uint64_t)lambda);
+    const char *mine = wm_cluster_name(wc->cluster_global[wc->my_cluster]);
+    for (int x = 0; x < C; x++) {
+        if (x == wc->my_cluster)
+            continue;
+        const char *there = wm_cluster_name(wc->cluster_global[x]);
+        double wide = 0.95 * (double)wm_rate_between(mine, there) / n;   /* n owners share the link */
+        wm_rate_set_cluster(there, (uint64_t)(wide > 0 && wide < rho ? wide : rho));
+    }
+    pc->set = 1;
+    wm_debug(1, "allreduce: pace the ring at %.0f B/s, each WAN socket at %.0f B/s", lambda, rho);
+}
+
+static void unpace_allreduce(struct red_pacing *pc, const struct wm_comm *wc)
+{
+    if (!pc->set)
+        return;
+    wm_rate_set_local(pc->local_before);
+    for (int x = 0; x < wc->nclusters; x++)
+        if (x != wc->my_cluster)
+            wm_rate_set_cluster(wm_cluster_name(wc->cluster_global[x]), UINT64_MAX);
+}
+
 int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
                         MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root)
 {
-    struct red r = { .wc = wc, .mode = mode, .root = root, .type = type, .op = op, .count = count };
+    struct red r = { .wc = wc, .mode = mode, .root = root, .type = type, .op = op, .count = count,
+                     .homed = mode == WM_TO_ALL && wc->nclusters >= 3 };
     int rc = wm_layout(type, count, &r.l);
     if (rc != MPI_SUCCESS || count == 0 || r.l.size == 0)
         return rc;
@@ -304,11 +392,14 @@ int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *rec
     }
     char *next, *slab = allocate_slots(&r, &next);
 
+    struct red_pacing pacing;
+    pace_allreduce(&pacing, &r);
     struct wm_sched s;
     wm_sched_init(&s, wc);
     for (int64_t p = 0; p < r.pieces && s.err == MPI_SUCCESS && rc == MPI_SUCCESS; p++)
         rc = post_piece(&s, &r, p, &next);
     int run = wm_sched_run(&s);
+    unpace_allreduce(&pacing, wc);
     if (rc == MPI_SUCCESS)
         rc = run;
     if (rc == MPI_SUCCESS && has_output && in_place)

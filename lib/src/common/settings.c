@@ -77,6 +77,17 @@ static enum wm_rate_mode env_rate_mode(const char *name)
     wm_fatal("%s=%s: expected matb, auto or off", name, v);
 }
 
+/* auto (default) or off. */
+static enum wm_rate_mode env_auto_off(const char *name)
+{
+    const char *v = nonempty(name);
+    if (!v || !strcasecmp(v, "auto"))
+        return WM_RATE_AUTO;
+    if (!strcasecmp(v, "off"))
+        return WM_RATE_OFF;
+    wm_fatal("%s=%s: expected auto or off", name, v);
+}
+
 static struct wm_settings settings;
 static int parsed;
 
@@ -92,6 +103,7 @@ const struct wm_settings *wm_settings(void)
     settings.wan_rate = (double)env_integer(WM_ENV_WAN_RATE, 0, 1, LLONG_MAX);
     settings.nic_rate = (double)env_integer(WM_ENV_NIC_RATE, 0, 1, LLONG_MAX);
     settings.wan_delay_us = env_integer(WM_ENV_WAN_DELAY, -1, 0, 1000000000LL);
+    settings.wan_rates = nonempty(WM_ENV_WAN_RATES);
     settings.rules = nonempty(WM_ENV_RULES);
     settings.lanes = (int)env_integer(WM_ENV_LANES, 0, 1, 1 << 20);
     settings.chunk = (size_t)env_integer(WM_ENV_CHUNK, WM_DEFAULT_CHUNK, 1024, 1LL << 30);
@@ -100,6 +112,7 @@ const struct wm_settings *wm_settings(void)
         settings.alg[c] = env_alg((enum wm_coll)c, &settings.alg_set[c]);
     settings.disabled = (int)env_integer(WM_ENV_DISABLE, 0, 0, 1);
     settings.alltoall_rate = env_rate_mode(WM_ENV_ALLTOALL_RATE);
+    settings.allreduce_rate = env_auto_off(WM_ENV_ALLREDUCE_RATE);
     settings.matb_divisor = (int)env_integer(WM_ENV_MATB_DIVISOR, 1, 1, 64);
     settings.stats = nonempty(WM_ENV_STATS);
     return &settings;

@@ -21,6 +21,10 @@
 /* Rates of the topology, bits/s (integers), for the statistics and pacing. */
 #define WM_ENV_WAN_RATE       "WANMPI_WAN_RATE"
 #define WM_ENV_NIC_RATE       "WANMPI_NIC_RATE"
+/* The rate between two clusters where it differs from WANMPI_WAN_RATE (the
+ * narrowest link on their route), bits/s: "a:b=200000000;b:c=100000000".
+ * Pacing uses it per pair of clusters (pacing/rate.c). */
+#define WM_ENV_WAN_RATES      "WANMPI_WAN_RATES"
 /* The one-way WAN delay, microseconds (integer); unset: unknown. For the rules. */
 #define WM_ENV_WAN_DELAY      "WANMPI_WAN_DELAY"
 
@@ -56,6 +60,9 @@
                                                          flows paced too), "matb" (the paper:
                                                          B / (senders x divisor), WAN sockets only)
                                                          or "off" (not paced) */
+#define WM_ENV_ALLREDUCE_RATE "WANMPI_ALLREDUCE_RATE" /* how the multi-lane allreduce paces its ring
+                                                         and WAN sockets while it runs (coll/reduce.c):
+                                                         "auto" (default) or "off" */
 #define WM_ENV_MATB_DIVISOR   "WANMPI_MATB_DIVISOR"   /* d in MATB = B / (n x d), 1..64; the paper
                                                          found d = 2 better when receivers' switch
                                                          ports overflow. Default 1 */
@@ -113,6 +120,7 @@ struct wm_settings {
     const char *cluster_map;
     double wan_rate, nic_rate;  /* bits/s, 0 if unknown */
     long long wan_delay_us;     /* one-way, -1 if unknown */
+    const char *wan_rates;      /* WANMPI_WAN_RATES, or NULL */
     const char *rules;          /* WANMPI_RULES, or NULL */
     int lanes;                  /* 0: automatic */
     size_t chunk, small;
@@ -120,6 +128,7 @@ struct wm_settings {
     int alg_set[WM_NCOLL];      /* WANMPI_<COLL> given: it wins over the rules */
     int disabled;
     enum wm_rate_mode alltoall_rate;
+    enum wm_rate_mode allreduce_rate;   /* WM_RATE_AUTO or WM_RATE_OFF */
     int matb_divisor;
     const char *stats;
     int debug;

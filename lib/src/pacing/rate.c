@@ -1,4 +1,5 @@
 #include "rate.h"
+#include "../common/cluster_map.h"
 #include "../common/settings.h"
 #include "../common/log.h"
 #include "../../include/wanshim.h"
@@ -6,6 +7,7 @@
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -43,6 +45,62 @@ int wm_rate_available(void)
 uint64_t wm_rate_maxrate(void)
 {
     return (uint64_t)(wm_settings()->wan_rate / 8);
+}
+
+/* ---- WANMPI_WAN_RATES ---- */
+
+#define MAX_PAIRS 1024
+
+static struct pair { char a[WM_CLUSTER_NAME_MAX], b[WM_CLUSTER_NAME_MAX]; uint64_t rate; } pairs[MAX_PAIRS];
+static int npairs;
+static pthread_once_t pairs_once = PTHREAD_ONCE_INIT;
+
+/* The name of `len` characters at `s` into `out`, or a fatal error. */
+static void pair_name(const char *spec, const char *s, size_t len, char *out)
+{
+    if (!wm_cluster_name_valid(s, len))
+        wm_fatal("%s=%s: '%.*s' is not a cluster name (expected \"a:b=BITS;...\")", WM_ENV_WAN_RATES, spec,
+                 (int)len, s);
+    memcpy(out, s, len);
+    out[len] = 0;
+}
+
+static void parse_pairs(void)
+{
+    const char *spec = wm_settings()->wan_rates;
+    for (const char *s = spec; s && *s;) {
+        const char *end = strchr(s, ';');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *colon = memchr(s, ':', len), *eq = memchr(s, '=', len);
+        if (!colon || !eq || eq < colon)
+            wm_fatal("%s=%s: '%.*s' is not NAME:NAME=BITS", WM_ENV_WAN_RATES, spec, (int)len, s);
+        if (npairs == MAX_PAIRS)
+            wm_fatal("%s: more than %d pairs of clusters", WM_ENV_WAN_RATES, MAX_PAIRS);
+        struct pair *p = &pairs[npairs++];
+        pair_name(spec, s, (size_t)(colon - s), p->a);
+        pair_name(spec, colon + 1, (size_t)(eq - colon - 1), p->b);
+        char *stop;
+        unsigned long long bits = strtoull(eq + 1, &stop, 10);
+        if (stop == eq + 1 || stop != s + len || bits == 0 || eq[1] == '-')
+            wm_fatal("%s=%s: the rate of %s:%s must be a positive integer of bits/s", WM_ENV_WAN_RATES, spec,
+                     p->a, p->b);
+        p->rate = bits / 8 ? bits / 8 : 1;
+        s = end ? end + 1 : s + len;
+    }
+}
+
+void wm_rate_read_pairs(void)
+{
+    pthread_once(&pairs_once, parse_pairs);
+}
+
+uint64_t wm_rate_between(const char *a, const char *b)
+{
+    pthread_once(&pairs_once, parse_pairs);
+    for (int i = 0; i < npairs; i++)
+        if ((!strcmp(pairs[i].a, a) && !strcmp(pairs[i].b, b)) || (!strcmp(pairs[i].a, b) && !strcmp(pairs[i].b, a)))
+            return pairs[i].rate;
+    return wm_rate_maxrate();
 }
 
 uint64_t wm_rate_wan(void)

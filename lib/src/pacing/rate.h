@@ -15,6 +15,14 @@ int wm_rate_available(void);
 /* B: the inter-cluster bandwidth from WANMPI_WAN_RATE, bytes/s; 0 if unknown. */
 uint64_t wm_rate_maxrate(void);
 
+/* The rate between clusters `a` and `b` (names), bytes/s: their entry in
+ * WANMPI_WAN_RATES, else B. A malformed WANMPI_WAN_RATES is a fatal error
+ * that names it. */
+uint64_t wm_rate_between(const char *a, const char *b);
+/* Reads WANMPI_WAN_RATES now, so that a malformed one stops the job at
+ * MPI_Init rather than at its first all-to-all. */
+void wm_rate_read_pairs(void);
+
 /* The rate every WAN socket gets now, and the rate the job started with. */
 uint64_t wm_rate_wan(void);
 uint64_t wm_rate_initial(void);

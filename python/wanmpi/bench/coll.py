@@ -4,13 +4,10 @@ For every one-way WAN delay asked for, every variant runs bench/collbench
 (one job per variant and delay: all operations and sizes; a case of the
 runner, runner.py, whose JSON is the result format of results.py with the rows
 below as its summary) on the testbed, and the table shows each median time, its
-ratio to the lower bound of ../shared/design/collectives.md and the speed-up
-of wanmpi's multi-lane algorithms over every other variant:
-
-  bcast      max(M/b, M/B) + d
-  allreduce  2 M (P-1) / (P b) + d, plus M/B when the WAN is the narrower pipe
-(b: a node's NIC rate, B: the WAN rate, d: one-way delay, P: ranks; raw rates,
-no header overhead deducted.) The emulator's drops and late releases during
+ratio to the physical lower bound (bounds.py: for two clusters of one WAN
+link, bcast max(M/b, M/B) + d, allreduce max(2M(P-1)/(Pb), M/B) + d,
+alltoall max((P-1)M/(Pb), (P/2)^2 (M/P)/B) + d) and the speed-up of wanmpi's
+multi-lane algorithms over every other variant. The emulator's drops and late releases during
 each job are recorded, so a result taken while the emulator fell behind shows;
 a job that fails is recorded as failed and the others still run.
 """
@@ -24,13 +21,14 @@ from .. import paths, units
 from ..job import launch
 from ..topo import Topology
 from . import plot
+from .bounds import lower_bound
 from .cases import Case, Record
 from .job_output import job_rows
 from .results import exit_status, finish, now_iso, rules_settings
 from .runner import Runner
 
-OPS = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
-SINGLE_LANE = {f"WANMPI_{c.upper()}": "singlelane" for c in OPS}
+OPS = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block", "alltoall", "alltoallv")
+SINGLE_LANE = {f"WANMPI_{c.upper()}": "paced" if c.startswith("alltoall") else "singlelane" for c in OPS}
 TUNED_BEST = ["--mca", "coll_tuned_use_dynamic_rules", "1",
               "--mca", "coll_tuned_bcast_algorithm", "3",                 # pipeline
               "--mca", "coll_tuned_bcast_algorithm_segmentsize", "32768",
@@ -79,15 +77,6 @@ class Result:
         return self.median_s / self.bound_s
 
 
-def lower_bound(topo: Topology, op: str, size: int, ranks: int, delay_ms: float) -> float:
-    b = min(c.nic_bps for c in topo.clusters) / 8
-    B = min(l.rate_bps for l in topo.links) / 8
-    d = delay_ms / 1000
-    if op == "allreduce":
-        return 2 * size * (ranks - 1) / (ranks * b) + d + (size / B if B < b else 0)
-    return max(size / b, size / B) + d
-
-
 def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, args: list[str],
                 timeout: float, rules: str | None = None) -> list[dict]:
     """One collbench job of a variant on the running testbed: its JSON rows.
@@ -107,7 +96,8 @@ def execute(case: Case, t: Topology, ranks: int, mapping: str | None, args: list
     return {"rows": run_variant(t, VARIANTS[case.variant], ranks, mapping, args, timeout, rules)}
 
 
-def results_of(topo: Topology, records: list[Record]) -> list[Result]:
+def results_of(topo: Topology, records: list[Record], ranks: int, mapping: str | None) -> list[Result]:
+    nodes = launch.placement(topo, ranks, mapping)
     results = []
     for r in records:
         if not r.ok:
@@ -116,7 +106,7 @@ def results_of(topo: Topology, records: list[Record]) -> list[Result]:
         for row in r.metrics["rows"]:
             results.append(Result(r.case.delay_ms, r.case.variant, row["op"], row["bytes"], row["ranks"],
                                   row["iters"], row["median_s"], row["min_s"],
-                                  lower_bound(topo, row["op"], row["bytes"], row["ranks"], r.case.delay_ms),
+                                  lower_bound(topo, row["op"], row["bytes"], nodes, r.case.delay_ms),
                                   emu.get("drops", 0), emu.get("late_1ms", 0)))
     return results
 
@@ -132,7 +122,7 @@ def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[
     started_iso, started = now_iso(), time.monotonic()
     records = Runner(topo).run(cases(variants, delays),
                                lambda case, t: execute(case, t, ranks, mapping, args, timeout, rules))
-    results = results_of(topo, records)
+    results = results_of(topo, records, ranks, mapping)
     print_table(results, [v.name for v in variants])
     settings = {"variants": [v.name for v in variants], "delays": delays, "ops": ops, "sizes": sizes,
                 "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout, **rules_settings(rules)}

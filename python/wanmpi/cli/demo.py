@@ -20,6 +20,7 @@ import tempfile
 
 from .. import paths, topo, units
 from ..bench import coll, pacing
+from ..bench.bounds import lower_bound
 from ..bench.cases import BenchError, TopologySpec
 from ..job import launch, relays
 from ..testbed import emulator, net
@@ -104,7 +105,7 @@ def show_collectives(t: topo.Topology) -> int:
           f"{'speed-up':>10}{'lower bound':>13}")
     for op, alone in times["ompi"].items():
         ours = times["wanmpi"][op]
-        bound = coll.lower_bound(t, op, ours["bytes"], ours["ranks"], delay_ms)
+        bound = lower_bound(t, op, ours["bytes"], list(t.nodes), delay_ms)
         print(f"{op:<26}{alone['median_s']:>14.3f} s{ours['median_s']:>14.3f} s"
               f"{alone['median_s'] / ours['median_s']:>9.1f}x{bound:>11.3f} s")
     return 0

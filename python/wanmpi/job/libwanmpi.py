@@ -111,6 +111,26 @@ def cluster_map(topo: Topology) -> str:
     return ";".join(f"{cl.name}={cl.network}" for cl in topo.clusters)
 
 
+def wan_rates(topo: Topology) -> str:
+    """WANMPI_WAN_RATES: for every pair of clusters joined by WAN links, the
+    narrowest rate on their route, bits/s ("a:b=200000000;a:c=..."): what
+    libwanmpi paces an all-to-all's traffic between them to."""
+    pairs = []
+    names = [c.name for c in topo.clusters]
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            here, rate = a, None
+            while here != b:
+                link = topo.next_hops(here).get(b)
+                if link is None:
+                    break
+                rate = link.rate_bps if rate is None else min(rate, link.rate_bps)
+                here = link.b if link.a == here else link.a
+            if here == b and rate:
+                pairs.append(f"{a}:{b}={rate}")
+    return ";".join(pairs)
+
+
 def nat_map(topo: Topology) -> str:
     """WANMPI_NAT_MAP: the private and public address of every node behind 1:1
     NAT ("10.1.0.1=198.19.129.1,..."); libwanshim connects to the public one
@@ -175,6 +195,8 @@ def environment(topo: Topology, rules: str | None = None, delay_us: int | None =
     }
     if rules or c.rules:
         env["WANMPI_RULES"] = str(rules or c.rules)
+    if wan_rates(topo):
+        env["WANMPI_WAN_RATES"] = wan_rates(topo)
     if nat_map(topo):
         env["WANMPI_NAT_MAP"] = nat_map(topo)
     if c.lanes is not None:

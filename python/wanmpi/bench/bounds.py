@@ -1,0 +1,50 @@
+"""The physical lower bound of a collective on a topology (../shared/design/collectives.md).
+
+Every bound is the larger of what the slowest NIC and what the WAN must carry,
+plus the one-way delay once when more than one cluster holds ranks; raw rates,
+no header overhead deducted (M: the size collbench reports, b: the slowest NIC
+among the ranks' nodes, P: ranks):
+
+  bcast                max(M/b, WAN) + d       every cluster other than the
+                       root's receives M over its links, the root's cluster
+                       sends M over its links
+  allreduce            max(2M(P-1)/(Pb), WAN) + d   every cluster receives and
+                       sends M (the others' contributions) over its links
+  alltoall(v)          max((P-1)m/b, WAN) + d  m = M/P per pair: cluster c with
+                       n_c ranks sends and receives n_c (P-n_c) m over its links
+  other operations     max(M/b, WAN for M into every cluster) + d
+
+"Its links" is the sum of the rates of the cluster's WAN links: a cut, so the
+bound holds however the traffic is routed. For two clusters with one link of
+rate B these are the design note's formulas (bcast max(M/b, M/B) + d).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..topo import Node, Topology
+
+
+def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms: float,
+                root: int = 0) -> float:
+    """Seconds: the least time `op` of `size` bytes can take over the ranks on
+    `nodes` (one entry per rank), the WAN delayed by `delay_ms` one way."""
+    ranks = len(nodes)
+    per_cluster = Counter(n.cluster for n in nodes)
+    b = min(topo.cluster(c).nic_bps for c in per_cluster) / 8
+    wan = {c: sum(l.rate_bps for l in topo.links_of(c)) / 8 for c in per_cluster}
+    d = delay_ms / 1000 if len(per_cluster) > 1 else 0.0
+    if op == "allreduce":
+        local = 2 * size * (ranks - 1) / (ranks * b)
+        cut = {c: size for c in per_cluster}
+    elif op in ("alltoall", "alltoallv"):
+        pair = size / ranks
+        local = (ranks - 1) * pair / b
+        cut = {c: n * (ranks - n) * pair for c, n in per_cluster.items()}
+    else:
+        local = size / b
+        cut = {c: size for c in per_cluster}
+    across = 0.0
+    if len(per_cluster) > 1:
+        across = max((cut[c] / wan[c] if wan[c] else float("inf")) for c in per_cluster)
+    return max(local, across) + d

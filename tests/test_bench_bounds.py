@@ -1,0 +1,50 @@
+"""The physical lower bounds `wanmpi bench coll` reports (bench/bounds.py),
+checked by hand against the example topologies: no testbed needed."""
+from __future__ import annotations
+
+import pytest
+
+from wanmpi import topo
+from wanmpi.bench.bounds import lower_bound
+
+MIB = 1 << 20
+NIC = 100e6 / 8         # both examples: 100 Mbit/s NICs (three-clusters' c: 200)
+WAN = 200e6 / 8
+
+
+def nodes(path):
+    return list(topo.load(path).nodes)
+
+
+@pytest.mark.parametrize("op, expected", [
+    ("bcast", 4 * MIB / NIC + 0.010),                           # the NIC (100) is narrower than the WAN (200)
+    ("allreduce", 2 * 4 * MIB * 7 / 8 / NIC + 0.010),
+    ("alltoall", 4 * 4 * (4 * MIB / 8) / WAN + 0.010),          # 16 blocks of M/8 cross per direction
+    ("alltoallv", 4 * 4 * (4 * MIB / 8) / WAN + 0.010),
+    ("allgather", 4 * MIB / NIC + 0.010),
+])
+def test_two_clusters(op, expected):
+    t = topo.load("examples/two-clusters.toml")
+    assert lower_bound(t, op, 4 * MIB, nodes("examples/two-clusters.toml"), 10) == pytest.approx(expected)
+
+
+def test_three_clusters_cut_by_the_sum_of_a_cluster_s_links():
+    t = topo.load("examples/three-clusters.toml")
+    n = nodes("examples/three-clusters.toml")               # a: 3 ranks, b: 2, c: 3
+    m = 64 * MIB
+    # every NIC moves 7 blocks of m/8: more than any cluster's links
+    assert lower_bound(t, "alltoall", m, n, 10) == pytest.approx(7 * m / 8 / NIC + 0.010)
+    # with the WAN narrower than the NICs, the cut decides: c sends 3 x 5 blocks over 200 + 100 Mbit/s
+    slow = topo.loads(open("examples/three-clusters.toml").read().replace('nic = "200Mbit"', 'nic = "10Gbit"')
+                      .replace('[[cluster]]\nname = "a"\nnodes = 3',
+                               '[[cluster]]\nname = "a"\nnodes = 3\nnic = "10Gbit"')
+                      .replace('[[cluster]]\nname = "b"\nnodes = 2',
+                               '[[cluster]]\nname = "b"\nnodes = 2\nnic = "10Gbit"'), "three")
+    assert lower_bound(slow, "alltoall", m, list(slow.nodes), 0) == pytest.approx(3 * 5 * (m / 8) / (300e6 / 8))
+    assert lower_bound(slow, "bcast", m, list(slow.nodes), 0) == pytest.approx(m / (300e6 / 8))
+
+
+def test_one_cluster_has_no_wan_term():
+    t = topo.load("examples/two-clusters.toml")
+    a = [n for n in t.nodes if n.cluster == "a"]
+    assert lower_bound(t, "bcast", MIB, a, 10) == pytest.approx(MIB / NIC)
