@@ -10,7 +10,7 @@
  *                                              sockets this rank sends to c on
  *   auto   rho_c = 0.95 B x (v_me->c / V_cluster->c) / r_c / d: this rank's share of
  *          the WAN by the volumes the call really sends (alltoallv: summed over
- *          the cluster with one allreduce inside it), capped at a receiver's
+ *          the cluster with one allreduce inside it), capped at 0.95 x a receiver's
  *          NIC rate / (ranks sending to it) so the flows into one receiver
  *          fit its switch port; then each destination host on its own at
  *          0.95 B x v_me->host / V_cluster->c / d (pace_hosts), so that all
@@ -49,6 +49,12 @@
 #include <stdlib.h>
 
 /* ---- the rate ---- */
+
+/* Of a receiver's NIC, what all flows into it may take together: the rest
+ * is for Ethernet headers and jitter. At the whole NIC, five WAN flows and
+ * two local ones into one node of the three-cluster testbed overflowed its
+ * switch port (810 segments retransmitted in a 16 MiB all-to-all). */
+#define RECEIVER_SHARE 0.95
 
 /* B between my cluster and cluster c of the communicator, bytes/s. */
 static double link_rate(const struct wm_comm *wc, int c)
@@ -175,8 +181,8 @@ static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, const 
             rho = 0.95 * b * (vol[c] / cluster_vol[c]) / peers[c];
             /* a receiver's NIC is shared by every rank sending to it at once */
             double nic = st->nic_rate / 8;
-            if (nic > 0 && wc->size > 1 && rho > nic / (wc->size - 1))
-                rho = nic / (wc->size - 1);
+            if (nic > 0 && wc->size > 1 && rho > RECEIVER_SHARE * nic / (wc->size - 1))
+                rho = RECEIVER_SHARE * nic / (wc->size - 1);
             rho /= st->matb_divisor;
         }
         uint64_t r = rho < 1000 ? 1000 : (uint64_t)rho;
@@ -205,7 +211,7 @@ static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const i
             scale[c] = 0.95 * link_rate(wc, c) / st->matb_divisor;
         }
     double nic = st->nic_rate / 8;
-    double cap = nic > 0 && wc->size > 1 && sent > 0 ? nic / (wc->size - 1) / (sent / blocks) : 0;
+    double cap = nic > 0 && wc->size > 1 && sent > 0 ? RECEIVER_SHARE * nic / (wc->size - 1) / (sent / blocks) : 0;
     pace_hosts(pc, wc, counts, ssize, cluster_vol, scale, cap);
     free(scale);
 }
@@ -227,7 +233,7 @@ static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc)
         if (c != wc->my_cluster)
             remote_in += link_rate(wc, c) / n_mine;
     double nic = st->nic_rate / 8;
-    double left = (0.9 * nic - remote_in) / (n_mine - 1), fair = 0.95 * nic / (wc->size - 1);
+    double left = (0.9 * nic - remote_in) / (n_mine - 1), fair = RECEIVER_SHARE * nic / (wc->size - 1);
     uint64_t lambda = (uint64_t)(left > fair ? left : fair);
     pc->local_before = wm_rate_local();
     if (wm_rate_set_local(lambda) == 0)
