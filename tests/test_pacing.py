@@ -109,7 +109,7 @@ def test_paced_alltoall_leaves_an_algorithm_the_job_chose(two_clusters):
 def test_paced_allreduce_is_exact_and_puts_the_rates_back(two_clusters, tmp_path, mpi, rate):
     """The multi-lane allreduce paces its ring and WAN sockets while it runs
     (WANMPI_ALLREDUCE_RATE=auto, the default), or not at all (off)."""
-    done = run(mpi, "collcheck", "--seed", "31", "--cases", "40", "--max-bytes", "1000000",
+    done = run(mpi, "collcheck", "--seed", "31", "--cases", "40", "--max-bytes", "4000000", "--only", "allreduce",
                env=[f"WANMPI_ALLREDUCE_RATE={rate}", f"WANMPI_STATS={tmp_path}/stats-%r.json", "WANMPI_DEBUG=1"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "collcheck: 40 cases ok" in done.stdout

@@ -3,6 +3,7 @@
 #include "../common/cluster_map.h"
 #include "../common/log.h"
 #include "../common/settings.h"
+#include "../pacing/rate.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -333,6 +334,7 @@ int wm_comm_get(MPI_Comm comm, struct wm_comm **out)
     int rc, flag;
     destroy_released();
     if (keyval == MPI_KEYVAL_INVALID) {
+        wm_rate_read_pairs();       /* a malformed WANMPI_WAN_RATES ends the job here, not mid-run */
         rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &keyval, NULL);
         if (rc != MPI_SUCCESS)
             return rc;

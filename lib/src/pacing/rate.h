@@ -19,8 +19,9 @@ uint64_t wm_rate_maxrate(void);
  * WANMPI_WAN_RATES, else B. A malformed WANMPI_WAN_RATES is a fatal error
  * that names it. */
 uint64_t wm_rate_between(const char *a, const char *b);
-/* Reads WANMPI_WAN_RATES now, so that a malformed one stops the job at
- * MPI_Init rather than at its first all-to-all. */
+/* Reads WANMPI_WAN_RATES now, so that a malformed one stops the job at its
+ * first collective (as every other bad setting does) rather than at its
+ * first paced call. */
 void wm_rate_read_pairs(void);
 
 /* The rate every WAN socket gets now, and the rate the job started with. */
