@@ -56,13 +56,6 @@
  * switch port (810 segments retransmitted in a 16 MiB all-to-all). */
 #define RECEIVER_SHARE 0.95
 
-/* B between my cluster and cluster c of the communicator, bytes/s. */
-static double link_rate(const struct wm_comm *wc, int c)
-{
-    return (double)wm_rate_between(wm_cluster_name(wc->cluster_global[wc->my_cluster]),
-                                   wm_cluster_name(wc->cluster_global[c]));
-}
-
 struct wm_pacing {
     int set;                    /* rates were changed: restore them */
     int local_set;
@@ -173,7 +166,7 @@ static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, const 
     for (int c = 0; c < wc->nclusters; c++) {
         if (c == wc->my_cluster || peers[c] == 0 || cluster_vol[c] <= 0)
             continue;
-        double rho, b = link_rate(wc, c);
+        double rho, b = wm_link_rate(wc, c);
         if (st->alltoall_rate == WM_RATE_MATB) {
             rho = b / (senders[c] * st->matb_divisor * peers[c]);
         } else {
@@ -208,7 +201,7 @@ static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const i
         if (c != wc->my_cluster) {
             sent += vol[c];
             blocks += peers[c];
-            scale[c] = 0.95 * link_rate(wc, c) / st->matb_divisor;
+            scale[c] = 0.95 * wm_link_rate(wc, c) / st->matb_divisor;
         }
     double nic = st->nic_rate / 8;
     double cap = nic > 0 && wc->size > 1 && sent > 0 ? RECEIVER_SHARE * nic / (wc->size - 1) / (sent / blocks) : 0;
@@ -231,7 +224,7 @@ static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc)
     double remote_in = 0;
     for (int c = 0; c < wc->nclusters; c++)
         if (c != wc->my_cluster)
-            remote_in += link_rate(wc, c) / n_mine;
+            remote_in += wm_link_rate(wc, c) / n_mine;
     double nic = st->nic_rate / 8;
     double left = (0.9 * nic - remote_in) / (n_mine - 1), fair = RECEIVER_SHARE * nic / (wc->size - 1);
     uint64_t lambda = (uint64_t)(left > fair ? left : fair);

@@ -195,6 +195,12 @@ int wm_lanes(const struct wm_comm *wc, int c)
     return wc->lanes > 0 && wc->lanes < wc->cluster_size[c] ? wc->lanes : wc->cluster_size[c];
 }
 
+double wm_link_rate(const struct wm_comm *wc, int c)
+{
+    return (double)wm_rate_between(wm_cluster_name(wc->cluster_global[wc->my_cluster]),
+                                   wm_cluster_name(wc->cluster_global[c]));
+}
+
 static void *checked_calloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size);

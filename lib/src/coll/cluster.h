@@ -44,6 +44,10 @@ int wm_comm_get(MPI_Comm comm, struct wm_comm **out);
 /* Lanes of cluster c: min(k, size of c); automatic: every rank of c. */
 int wm_lanes(const struct wm_comm *wc, int c);
 
+/* B between my cluster and cluster c, bytes/s: WANMPI_WAN_RATES, else
+ * WANMPI_WAN_RATE (0: unknown). */
+double wm_link_rate(const struct wm_comm *wc, int c);
+
 /* Name of cluster `g` of the job-wide table (from wm_comm.cluster_global). */
 const char *wm_cluster_name(int g);
 int wm_cluster_count(void);

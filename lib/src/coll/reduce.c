@@ -346,13 +346,11 @@ static void pace_allreduce(struct red_pacing *pc, const struct red *r)
         rho = nic / (2.0 * (C - 1));
     pc->local_before = wm_rate_local();
     wm_rate_set_local((uint64_t)lambda);
-    const char *mine = wm_cluster_name(wc->cluster_global[wc->my_cluster]);
     for (int x = 0; x < C; x++) {
         if (x == wc->my_cluster)
             continue;
-        const char *there = wm_cluster_name(wc->cluster_global[x]);
-        double wide = 0.95 * (double)wm_rate_between(mine, there) / n;   /* n owners share the link */
-        wm_rate_set_cluster(there, (uint64_t)(wide > 0 && wide < rho ? wide : rho));
+        double wide = 0.95 * wm_link_rate(wc, x) / n;   /* n owners share the link */
+        wm_rate_set_cluster(wm_cluster_name(wc->cluster_global[x]), (uint64_t)(wide > 0 && wide < rho ? wide : rho));
     }
     pc->set = 1;
     wm_debug(1, "allreduce: pace the ring at %.0f B/s, each WAN socket at %.0f B/s", lambda, rho);
