@@ -25,8 +25,7 @@ from collections import Counter
 from ..topo import Node, Topology
 
 
-def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms: float,
-                root: int = 0) -> float:
+def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms: float) -> float:
     """Seconds: the least time `op` of `size` bytes can take over the ranks on
     `nodes` (one entry per rank), the WAN delayed by `delay_ms` one way."""
     ranks = len(nodes)

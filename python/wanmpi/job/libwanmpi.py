@@ -195,8 +195,9 @@ def environment(topo: Topology, rules: str | None = None, delay_us: int | None =
     }
     if rules or c.rules:
         env["WANMPI_RULES"] = str(rules or c.rules)
-    if wan_rates(topo):
-        env["WANMPI_WAN_RATES"] = wan_rates(topo)
+    rates = wan_rates(topo)
+    if rates:
+        env["WANMPI_WAN_RATES"] = rates
     if nat_map(topo):
         env["WANMPI_NAT_MAP"] = nat_map(topo)
     if c.lanes is not None:
