@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 
 import pytest
 
@@ -90,6 +91,36 @@ def test_three_clusters_pace_each_pair_of_clusters_at_its_own_link_rate(three_cl
     assert done.returncode == 0, done.stdout + done.stderr
     assert "wanmpi[3]: alltoall: pace sockets to cluster a at 4166666 B/s (matb)" in done.stderr
     assert "wanmpi[3]: alltoall: pace sockets to cluster c at 2083333 B/s (matb)" in done.stderr
+
+
+def test_three_clusters_allreduce_flows_fit_every_receiver_and_link(three_clusters):
+    """The homed allreduce over clusters of 3, 2 and 3 nodes, where an owner
+    sends to several owners of another cluster: the WAN sockets into one
+    node, with its ring, stay within 1.15 x 0.95 of its NIC (the allreduce's
+    overcommit), and the sockets over one link within 0.95 of its rate (a
+    rate per socket once sent 1.8 x a NIC into a node of b)."""
+    t = three_clusters
+    done = run("openmpi", "collbench", "--ops", "allreduce", "--sizes", "4M", "--iters", "1", "--warmup", "0",
+               topology=THREE, env=["WANMPI_DEBUG=1"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    nodes = list(t.nodes)                                   # block placement: rank r on nodes[r]
+    cluster_of = {n.address: n.cluster for n in nodes}
+    ring = {int(r): int(v) for r, v in re.findall(r"wanmpi\[(\d+)\]: allreduce: pace the ring at (\d+) B/s",
+                                                  done.stderr)}
+    socket = {(int(r), host): int(v) for r, host, v in
+              re.findall(r"wanmpi\[(\d+)\]: allreduce: pace my sockets to ([\d.]+) \(cluster \w+\) at (\d+) B/s",
+                         done.stderr)}
+    assert sorted(ring) == list(range(8)), done.stderr[-2000:]
+    assert {r for r, _ in socket} == set(range(8)), "a rank paced no WAN socket"
+    nic = min(c.nic_bps for c in t.clusters) / 8            # WANMPI_NIC_RATE: the slowest NIC
+    for rank, node in enumerate(nodes):
+        into = sum(v for (r, host), v in socket.items() if host == node.address)
+        assert into > 0, f"nothing paced into {node.name}"
+        assert into + ring[rank] <= 1.15 * 0.95 * nic * 1.001, (node.name, into, ring[rank])
+    for link in t.links:
+        for x, y in ((link.a, link.b), (link.b, link.a)):
+            over = sum(v for (r, host), v in socket.items() if nodes[r].cluster == x and cluster_of[host] == y)
+            assert 0 < over <= 0.95 * link.rate_bps / 8 * 1.001, (x, y, over)
 
 
 @pytest.mark.parametrize("mpi", MPIS)

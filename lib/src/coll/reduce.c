@@ -50,6 +50,7 @@
 #include "../common/settings.h"
 #include "../pacing/rate.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -310,56 +311,167 @@ static int post_piece(struct wm_sched *s, struct red *r, int64_t p, char **next)
 
 /* ---- pacing: the ring and the WAN share a receiver's NIC ---- */
 
-struct red_pacing { int set; uint64_t local_before; };
+struct red_pacing {
+    int set;
+    uint64_t local_before;
+    uint32_t *hosts;            /* hosts paced on their own, to restore */
+    int nhosts;
+};
 
 /* Smaller allreduces are not paced. 2x4 testbed, 10 ms, 3 runs each, paced /
  * unpaced: 256 KiB 0.065 / 0.062-0.064 s (Open MPI), 1 MiB 0.183-0.189 /
  * 0.194-0.213 s; both MPIs alike. */
 #define PACED_ALLREDUCE_BYTES (512.0 * 1024)
 
-/* Allreduce (WANMPI_ALLREDUCE_RATE=auto): a rank receives the ring's
- * 2 (n-1)/n M from its predecessor and the WAN's W = M (C-1)/n (homed:
- * 2 M (C-1)/(C n)) at the same time, into one switch port. Unpaced, the
- * ring's window and the WAN's bursts overflow it (2x4 testbed, 4 MiB: 1 % of
- * all segments retransmitted). Paced, the ring socket gets its share of the
- * NIC by volume, lambda = 0.95 NIC R/(R+W), and each WAN socket
- * lambda/(n-1), at most NIC/(2 (C-1)) and its share of the link to that
- * cluster, 0.95 B/n (WANMPI_WAN_RATES): an owner's partial, M/n, then
- * crosses while the ring's (n-1)/n M of the reduce phase is sent, so the
- * finals are not left waiting for a slow WAN (WAN at its share by volume,
- * 0.12 NIC: 0.86 s; at lambda/(n-1): 0.72 s; unpaced 0.75-0.79 s;
- * docs/benchmarks.md). The rates are restored when the call returns. */
+/* What crosses the WAN, from the owners of every piece (the same on every
+ * rank, no communication): bytes my cluster sends to each cluster
+ * (`to_cluster`), this rank sends to each rank (`from_me`), and each rank
+ * receives across the WAN in all (`wan_in`). */
+static void wan_volumes(const struct red *r, double *to_cluster, double *from_me, double *wan_in)
+{
+    const struct wm_comm *wc = r->wc;
+    int X = wc->my_cluster, C = wc->nclusters;
+    for (int64_t p = 0; p < r->pieces; p++) {
+        double bytes = (double)piece_count(r, p) * r->l.size;
+        int home = (int)(p % C);
+        for (int y = 0; y < C; y++)
+            for (int x = 0; x < C; x++) {
+                /* y's partial to every home but y; a home's result to every other cluster */
+                if (x == y || !(is_home(r, x, p) || (r->homed && home == y)))
+                    continue;
+                int to = owner(r, x, p);
+                wan_in[to] += bytes;
+                if (y != X)
+                    continue;
+                to_cluster[x] += bytes;
+                if (owner(r, X, p) == wc->rank)
+                    from_me[to] += bytes;
+            }
+    }
+}
+
+/* The ring's rate in cluster x, B/s: its share of the NIC by volume. A rank
+ * receives the ring's 2 (n-1)/n M and the WAN's M (C-1)/n (homed:
+ * 2 M (C-1)/(C n)); `*wan_share` gets the WAN's share of the two. */
+static double ring_rate(const struct red *r, int x, double nic, double *wan_share)
+{
+    int n = r->wc->cluster_size[x], C = r->wc->nclusters;
+    double ring = 2.0 * (n - 1) / n, wan = (r->homed ? 2.0 * (C - 1) / C : (double)(C - 1)) / n;
+    *wan_share = wan / (ring + wan);
+    return 0.95 * nic * ring / (ring + wan);
+}
+
+/* My WAN sockets. What all WAN sockets into one receiver may take together:
+ * twice their share of its NIC by volume, so that the partials cross while
+ * the ring's reduce phase runs and the finals are not left waiting (2x4
+ * testbed: WAN at its share by volume 0.86 s, at twice 0.72 s; unpaced
+ * 0.75-0.79 s; docs/benchmarks.md), but with the ring at most 1.15 x 0.95 of
+ * the NIC. That budget is split among the sockets into the receiver by the
+ * bytes they carry; each socket also stays within its share of the link to
+ * that cluster by volume, 0.95 B v_socket / V_cluster (WANMPI_WAN_RATES).
+ * With two clusters every receiver has one WAN socket, at 0.27 NIC on the
+ * 2x4 testbed. Over three clusters of unequal size a receiver has up to six
+ * (homed: every owner of a cluster talks to several owners of another):
+ * a rate per socket let a node of the two-node cluster receive 1.8 x its
+ * NIC, and its link one third more than it carries (three-cluster testbed at
+ * a quarter of the rates: 350 drops on that link, 0.7 % of all segments
+ * retransmitted, 1.35x the bound). */
+static void pace_wan_hosts(struct red_pacing *pc, const struct red *r, double nic)
+{
+    const struct wm_comm *wc = r->wc;
+    int C = wc->nclusters;
+    double *to_cluster = calloc((size_t)C, sizeof *to_cluster);
+    double *from_me = calloc((size_t)wc->size * 2, sizeof *from_me), *wan_in = from_me + wc->size;
+    pc->hosts = malloc((size_t)wc->size * sizeof *pc->hosts);
+    if (!to_cluster || !from_me || !pc->hosts) {
+        free(pc->hosts);
+        pc->hosts = NULL;
+        goto out;
+    }
+    wan_volumes(r, to_cluster, from_me, wan_in);
+    for (int q = 0; q < wc->size; q++) {
+        uint32_t a = wc->address_of[q];
+        if (from_me[q] <= 0 || !a)
+            continue;
+        int h = 0;
+        while (h < pc->nhosts && pc->hosts[h] != a)
+            h++;
+        if (h < pc->nhosts)
+            continue;                   /* a host of several ranks: done at its first */
+        pc->hosts[pc->nhosts++] = a;
+        /* the sockets to this host: the smallest rate any of its ranks allows */
+        double rate = -1;
+        for (int q2 = q; q2 < wc->size; q2++) {
+            if (wc->address_of[q2] != a || from_me[q2] <= 0)
+                continue;
+            int x = wc->cluster_of[q2];
+            double wan_share, ring = ring_rate(r, x, nic, &wan_share);
+            double budget = 2 * 0.95 * nic * wan_share;
+            if (budget > 1.15 * 0.95 * nic - ring)
+                budget = 1.15 * 0.95 * nic - ring;
+            double mine = budget * from_me[q2] / wan_in[q2];
+            double link = 0.95 * wm_link_rate(wc, x) * from_me[q2] / to_cluster[x];
+            if (link > 0 && link < mine)
+                mine = link;
+            if (rate < 0 || mine < rate)
+                rate = mine;
+        }
+        wm_rate_set_peer(a, (uint64_t)(rate < 1000 ? 1000 : rate));
+        if (WM_DEBUG_ON(1)) {
+            char host[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &a, host, sizeof host);
+            wm_debug(1, "allreduce: pace my sockets to %s (cluster %s) at %.0f B/s", host,
+                     wm_cluster_name(wc->cluster_global[wc->cluster_of[q]]), rate);
+        }
+    }
+out:
+    free(to_cluster);
+    free(from_me);
+}
+
+/* Allreduce (WANMPI_ALLREDUCE_RATE=auto): a rank receives the ring from its
+ * predecessor and the WAN flows at the same time, into one switch port.
+ * Unpaced, the ring's window and the WAN's bursts overflow it (2x4 testbed,
+ * 4 MiB: 1 % of all segments retransmitted). Paced, the ring socket gets
+ * its share of the NIC by volume (ring_rate) and the WAN sockets what
+ * pace_wan_hosts gives them. The rates are restored when the call returns. */
 static void pace_allreduce(struct red_pacing *pc, const struct red *r)
 {
     const struct wm_comm *wc = r->wc;
     const struct wm_settings *st = wm_settings();
     pc->set = 0;
     pc->local_before = 0;
+    pc->hosts = NULL;
+    pc->nhosts = 0;
     int n = wc->cluster_size[wc->my_cluster], C = wc->nclusters;
     if (st->allreduce_rate != WM_RATE_AUTO || r->mode != WM_TO_ALL || n < 2 || st->nic_rate <= 0
         || (double)r->count * r->l.size < PACED_ALLREDUCE_BYTES || !wm_rate_available())
         return;
-    double nic = st->nic_rate / 8, ring = 2.0 * (n - 1) / n;
-    double wan = (r->homed ? 2.0 * (C - 1) / C : (double)(C - 1)) / n;
-    double lambda = 0.95 * nic * ring / (ring + wan), rho = lambda / (n - 1);
-    if (rho > nic / (2.0 * (C - 1)))
-        rho = nic / (2.0 * (C - 1));
+    double nic = st->nic_rate / 8, wan_share, lambda = ring_rate(r, wc->my_cluster, nic, &wan_share);
     pc->local_before = wm_rate_local();
     wm_rate_set_local((uint64_t)lambda);
+    /* sockets to ranks of unknown address: lambda/(n-1), within an equal share of the link */
+    double rho = lambda / (n - 1);
+    if (rho > nic / (2.0 * (C - 1)))
+        rho = nic / (2.0 * (C - 1));
     for (int x = 0; x < C; x++) {
         if (x == wc->my_cluster)
             continue;
-        double wide = 0.95 * wm_link_rate(wc, x) / n;   /* n owners share the link */
+        double wide = 0.95 * wm_link_rate(wc, x) / n;
         wm_rate_set_cluster(wm_cluster_name(wc->cluster_global[x]), (uint64_t)(wide > 0 && wide < rho ? wide : rho));
     }
+    pace_wan_hosts(pc, r, nic);
     pc->set = 1;
-    wm_debug(1, "allreduce: pace the ring at %.0f B/s, each WAN socket at %.0f B/s", lambda, rho);
+    wm_debug(1, "allreduce: pace the ring at %.0f B/s", lambda);
 }
 
 static void unpace_allreduce(struct red_pacing *pc, const struct wm_comm *wc)
 {
     if (!pc->set)
         return;
+    for (int h = 0; h < pc->nhosts; h++)
+        wm_rate_set_peer(pc->hosts[h], UINT64_MAX);
+    free(pc->hosts);
     wm_rate_set_local(pc->local_before);
     for (int x = 0; x < wc->nclusters; x++)
         if (x != wc->my_cluster)
