@@ -385,8 +385,8 @@ static double ring_rate(const struct red *r, int x, double nic, double *wan_shar
  * two clusters every receiver has one WAN socket, at 0.2 NIC on the 2x4
  * testbed. Over three clusters of unequal size a receiver has up to six
  * (homed: every owner of a cluster talks to several owners of another):
- * a rate per socket let a node of the two-node cluster receive 1.8 x its
- * NIC, and its link one third more than it carries (three-cluster testbed at
+ * a rate per socket let a node of the two-node cluster receive 2.1 x its
+ * NIC with its ring, and its link 1.5 x its rate (three-cluster testbed at
  * a quarter of the rates: 350 drops on that link, 0.7 % of all segments
  * retransmitted, 1.35x the bound). */
 static void pace_wan_hosts(struct red_pacing *pc, const struct red *r, double nic)
