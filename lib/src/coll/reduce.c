@@ -356,8 +356,10 @@ static void wan_volumes(const struct red *r, double *to_cluster, double *from_me
 /* The ring gets this times its share by volume. Three-cluster testbed at a
  * quarter of its rates, 4 MiB, 3 runs each: 1.0: 2.85-2.87 s, 1.05:
  * 2.77-2.81, 1.1: 2.69-2.78, 1.15: 2.86-2.87, 1.2: 3.18-3.19 (the WAN
- * left too little); 2x4 and the three clusters at full rates: the same
- * within the runs' spread. */
+ * left too little). 2x4 at MTU 9000, 4 MiB: 1.06-1.07x the bound against
+ * 1.16-1.17x. At full rates, where the two cores are saturated: 4 MiB the
+ * same within the runs' spread, 2x4 at 64 MiB 3 % slower (1.24-1.27x
+ * against 1.19-1.23x; docs/benchmarks.md). */
 #define RING_FACTOR 1.1
 
 /* The ring's rate in cluster x, B/s: RING_FACTOR times its share of 0.95
