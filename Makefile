@@ -24,9 +24,9 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-esse
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
-	tests/programs/udpcheck.c tests/programs/rmacheck.c tests/programs/rulesplit.c
+	tests/programs/udpcheck.c tests/programs/rmacheck.c tests/programs/rulesplit.c tests/programs/fence.c
 FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90 \
-	bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90
+	bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90 tests/programs/fence_f90.f90
 OPENMPI_FC := /usr/bin/mpif90.openmpi
 MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
@@ -65,15 +65,22 @@ wanem:
 	$(CARGO) build --release --quiet
 
 # libwanmpi, once per MPI (lib/): PMPI interposition, preloaded by `wanmpi run`
-LIB_SOURCES := $(wildcard lib/src/common/*.c lib/src/coll/*.c lib/src/pacing/*.c lib/src/blast/*.c lib/src/fortran/*.c)
+LIB_SOURCES := $(wildcard lib/src/common/*.c lib/src/coll/*.c lib/src/pacing/*.c lib/src/blast/*.c lib/src/fortran/*.c) \
+	lib/src/fence/fence.c
 LIB_HEADERS := $(wildcard lib/include/*.h lib/src/*/*.h)
 LIB_FLAGS := $(CFLAGS) -g -fPIC -shared -fvisibility=default
-lib: build/lib/libwanmpi-openmpi.so build/lib/libwanmpi-mpich.so build/lib/libwanshim.so
+lib: build/lib/libwanmpi-openmpi.so build/lib/libwanmpi-mpich.so build/lib/libwanshim.so build/lib/libwanfence-mpich.so
 
 build/lib/libwanmpi-openmpi.so: $(LIB_SOURCES) $(LIB_HEADERS) | apt
 	@mkdir -p $(@D); $(OPENMPI_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
 build/lib/libwanmpi-mpich.so: $(LIB_SOURCES) $(LIB_HEADERS) | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
+
+# libwanfence (lib/src/fence): MPI_Finalize waits for every rank; preloaded
+# into MPICH jobs without libwanmpi (libwanmpi has the fence built in)
+FENCE_SOURCES := lib/src/fence/fence.c lib/src/fence/preload.c
+build/lib/libwanfence-mpich.so: $(FENCE_SOURCES) lib/src/fence/fence.h lib/src/fortran/names.h | venv
+	@mkdir -p $(@D); $(MPICH_CC) $(LIB_FLAGS) -o $@ $(FENCE_SOURCES)
 
 # libwanshim (lib/src/shim): the LD_PRELOAD socket shim that paces WAN sockets;
 # no MPI, one build for both; preloaded by `wanmpi run` after libwanmpi
@@ -167,7 +174,8 @@ INSTALL_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c bench/wa
 INSTALL_FORTRAN := bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90
 install: build
 	$(PY) packaging/install.py install --prefix "$(PREFIX_DIR)" --mpicc "$(INSTALL_MPICC)" --name "$(INSTALL_NAME)" \
-		--openmpi-cc "$(OPENMPI_CC)" --lib-sources "$(LIB_SOURCES)" --lib-flags "$(LIB_FLAGS)" \
+		--openmpi-cc "$(OPENMPI_CC)" --lib-sources "$(LIB_SOURCES)" --fence-sources "$(FENCE_SOURCES)" \
+		--lib-flags "$(LIB_FLAGS)" \
 		--cflags "$(CFLAGS)" --fflags "$(FFLAGS)" --programs "$(INSTALL_PROGRAMS)" \
 		--fortran-programs "$(INSTALL_FORTRAN)"
 

@@ -2,7 +2,7 @@
 """`make install` and `make uninstall` (docs/install.md).
 
     install.py install --prefix DIR [--mpicc MPICC [--name NAME]] --openmpi-cc CC
-                       --lib-sources "..." --lib-flags "..." --cflags "..." --fflags "..."
+                       --lib-sources "..." --fence-sources "..." --lib-flags "..." --cflags "..." --fflags "..."
                        --programs "..." --fortran-programs "..."
     install.py uninstall --prefix DIR
 
@@ -14,7 +14,7 @@ Without --mpicc: the whole tree (a venv from /usr/bin/python3 with the
 wanmpi package installed from a wheel, MPICH 5 from PyPI and what else
 python/requirements.txt marks "prefix"; wanrelay, wanem and udpprobe;
 libwanshim; examples, docs, modulefile) and libwanmpi with wanmpi's MPI
-programs for each MPI found: Open MPI from Debian (reusing build/, which
+programs for each MPI found (and, for an MPICH-derived one, libwanfence): Open MPI from Debian (reusing build/, which
 `make build` made with the same flags) and the venv's MPICH (built here,
 with run paths relative to $ORIGIN). MPIs added before with --mpicc stay.
 With --mpicc: libwanmpi and the programs for that one MPI, added to the
@@ -59,6 +59,7 @@ class Build:
     prefix: Path
     openmpi_cc: Path
     lib_sources: list[str]
+    fence_sources: list[str]
     lib_flags: list[str]
     cflags: list[str]
     fflags: list[str]
@@ -294,6 +295,9 @@ def install_mpi(b: Build, name: str, mpicc: Path, reuse: bool) -> install.Instal
             put(REPO / "build" / "openmpi" / program, programs / program)
     else:
         run(cc(lib, [*b.lib_flags, "-o", lib, *b.lib_sources, "-ldl", "-lpthread"]))
+        if family == "mpich":           # MPI_Finalize's fence for jobs without libwanmpi (lib/src/fence)
+            fence = install.fence_library(lib)
+            run(cc(fence, [*b.lib_flags, "-o", fence, *b.fence_sources]))
         built = build_programs(b, cc, fortran_of(mpicc), programs)
     built_for = check_pairing(lib, name, launcher)
     say(f"{name}: {built_for}, launched by {launcher}; libwanmpi and {len(built)} programs "
@@ -349,8 +353,8 @@ def write_manifest(b: Build, version: str, old: install.Manifest | None, new: li
 
 def cmd_install(args) -> None:
     started = time.monotonic()
-    b = Build(Path(args.prefix).resolve(), Path(args.openmpi_cc), args.lib_sources.split(), args.lib_flags.split(),
-              args.cflags.split(), args.fflags.split(), args.programs.split(), args.fortran_programs.split())
+    b = Build(Path(args.prefix).resolve(), Path(args.openmpi_cc), args.lib_sources.split(), args.fence_sources.split(),
+              args.lib_flags.split(), args.cflags.split(), args.fflags.split(), args.programs.split(), args.fortran_programs.split())
     old = install.load(b.prefix) if (b.prefix / install.MANIFEST).exists() else None
     version = install.checkout_version(REPO)
     if args.mpicc and old is not None and old.version != version:
@@ -404,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="packaging/install.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     i = sub.add_parser("install")
-    for option in ("--prefix", "--openmpi-cc", "--lib-sources", "--lib-flags", "--cflags", "--fflags", "--programs",
+    for option in ("--prefix", "--openmpi-cc", "--lib-sources", "--fence-sources", "--lib-flags", "--cflags", "--fflags", "--programs",
                    "--fortran-programs"):
         i.add_argument(option, required=True)
     i.add_argument("--mpicc", default="")

@@ -18,7 +18,7 @@ def test_bench_suite_smoke_runs_every_case_and_restores_the_testbed(two_clusters
     out = tmp_path / "out"
     done = wanmpi("bench", "suite", "-t", "examples/two-clusters.toml", "--kernels", "ep_f90,lu",
                   "--variants", "plain,all", "--mpis", "openmpi,mpich", "--delays", "2", "--reps", "1",
-                  "--class", "S", "--out", str(out), timeout=900)
+                  "--class", "S", "--timeout", "120", "--out", str(out), timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     doc = json.loads((out / "suite.json").read_text())
     assert doc["counts"] == {"cases": 12, "ok": 12, "failed": 0}

@@ -4,7 +4,7 @@ network; placement that fills slots; every bad input named with its key."""
 import pytest
 
 from wanmpi import topo
-from wanmpi.job import launch
+from wanmpi.job import placement
 from wanmpi.topo import TopologyError, hosts
 
 
@@ -107,10 +107,10 @@ def test_bad_host_sources_name_the_key(tmp_path, first, environ, key, problem):
 
 def test_placement_fills_slots_in_order():
     t = topo.loads(two_sites('hosts = ["a1:3", "a2"]', 'hosts = ["b1:2", "b2:2"]'), "s.toml")
-    block = [n.name for n in launch.placement(t, 8)]
+    block = [n.name for n in placement.placement(t, 8)]
     assert block == ["a1", "a1", "a1", "a2", "b1", "b1", "b2", "b2"]
-    assert [n.name for n in launch.placement(t, 4)] == ["a1", "a1", "b1", "b2"]
-    interleave = [n.name for n in launch.placement(t, 6, "interleave")]
+    assert [n.name for n in placement.placement(t, 4)] == ["a1", "a1", "b1", "b2"]
+    interleave = [n.name for n in placement.placement(t, 6, "interleave")]
     assert interleave == ["a1", "b1", "a1", "b1", "a1", "b2"]
 
 

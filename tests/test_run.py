@@ -1,6 +1,7 @@
 """`wanmpi run`: real Open MPI and MPICH jobs across the emulated clusters."""
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -49,6 +50,24 @@ def test_ranks_are_placed_as_mapped(two_clusters, mpi, mapping, hosts):
 def test_exit_status_is_the_jobs(two_clusters, mpi):
     done = wanmpi("run", "--mpi", mpi, "-n", "2", program(mpi, "where"), "--exit", "3")
     assert done.returncode == 3, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("name", ["fence", "fence_f90"])
+@pytest.mark.parametrize("with_wanmpi", [True, False], ids=["wanmpi", "mpi-alone"])
+def test_finalize_waits_for_every_rank(two_clusters, mpi, name, with_wanmpi):
+    """No rank leaves MPI_Finalize before all have entered it: under MPICH
+    with wanmpi's launch settings a rank that left early could take its last
+    message with it (lib/src/fence/fence.c). Rank 0 enters 2 s after the
+    others, so every rank's MPI_Finalize must return 2 s or more after the
+    barrier before it; with and without libwanmpi, from C and Fortran."""
+    done = wanmpi("run", "--mpi", mpi, "-n", "4", "--map", "interleave", *([] if with_wanmpi else ["--no-wanmpi"]),
+                  program(mpi, name), "2", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = sorted((json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")), key=lambda r: r["rank"])
+    assert [r["rank"] for r in rows] == [0, 1, 2, 3], done.stdout
+    early = [r for r in rows if r["finalize_returned_after_s"] < 1.9]
+    assert not early, f"MPI_Finalize returned before rank 0 entered it: {early}"
 
 
 def assert_no_rank_left(job_program: str) -> None:

@@ -10,6 +10,7 @@ A prefix P holds
                                       and MPICH 5 from PyPI
   P/lib/wanmpi/libwanshim.so
   P/lib/wanmpi/<mpi>/libwanmpi.so     one per MPI of the manifest
+  P/lib/wanmpi/<mpi>/libwanfence.so   beside it, for an MPICH-derived MPI (fence_library)
   P/libexec/wanmpi/<mpi>/<program>    wanmpi's MPI programs, built per MPI
   P/libexec/wanmpi/tools/             programs without MPI (tcprtt)
   P/share/wanmpi/install.json, P/share/wanmpi/examples/, P/share/doc/wanmpi/,
@@ -33,6 +34,13 @@ FORMAT = "wanmpi-install/1"
 CONTENTS = ("bin/wanmpi", "bin/wanrelay", "bin/wanem", "bin/udpprobe", "lib/wanmpi", "libexec/wanmpi",
             "include/wanmpi.h", "share/wanmpi", "share/doc/wanmpi", "share/modulefiles/wanmpi")
 FAMILIES = ("openmpi", "mpich")         # how an MPI is launched: mpirun (Open MPI) or hydra (MPICH and kin)
+
+
+def fence_library(libwanmpi: Path) -> Path:
+    """libwanfence (lib/src/fence), kept beside the libwanmpi of the same MPI:
+    libwanfence-mpich.so beside libwanmpi-mpich.so in build/lib, libwanfence.so
+    beside libwanmpi.so in a prefix."""
+    return libwanmpi.with_name(libwanmpi.name.replace("libwanmpi", "libwanfence", 1))
 
 
 class ManifestError(RuntimeError):

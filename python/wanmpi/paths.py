@@ -77,6 +77,12 @@ def libwanmpi(mpi: str) -> Path:
     return entry.libwanmpi if entry is not None else PREFIX / "lib" / "wanmpi" / mpi / "libwanmpi.so"
 
 
+def libwanfence(mpi: str) -> Path:
+    """libwanfence for the MPICH-derived MPI named `mpi`: MPI_Finalize's fence
+    alone, for its jobs without libwanmpi (lib/src/fence)."""
+    return install.fence_library(libwanmpi(mpi))
+
+
 def libwanshim() -> Path:
     """libwanshim: one build for every MPI."""
     return LIBWANMPI_DIR / "libwanshim.so" if LIBWANMPI_DIR is not None else PREFIX / "lib" / "wanmpi" / "libwanshim.so"

@@ -28,6 +28,7 @@
 #include "../common/settings.h"
 #include "wanmpi_internal.h"
 #include "../blast/udp_params.h"
+#include "../fence/fence.h"
 #include "../../include/wanmpi.h"
 
 static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum wm_alg *alg)
@@ -296,6 +297,7 @@ int wm_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls,
 
 int wm_finalize(void)
 {
+    wm_finalize_fence();                /* first: every rank's last messages are in (fence.c) */
     wm_stats_write();
     wm_comm_release_all();
     wm_own_alltoall_finalize();

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "names.h"
 #include "../pacing/attr.h"
 #include "../../include/wanmpi.h"
 
@@ -38,12 +39,6 @@ static void *next(void **cache, const char *name)
     }
     return *cache;
 }
-
-#define FORTRAN_NAMES(lower, upper, params, args)                                               \
-    void lower params { lower##_ args; }                                                         \
-    void lower##__ params { lower##_ args; }                                                     \
-    void upper params { lower##_ args; }                                                         \
-    void lower##_f08_ params { lower##_ args; }
 
 typedef void get_fn(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *);
 typedef void put_fn(MPI_Fint *, MPI_Fint *, void *, MPI_Fint *);

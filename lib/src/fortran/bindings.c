@@ -14,6 +14,7 @@
 #include <mpi.h>
 #include <stddef.h>
 
+#include "names.h"
 #include "../coll/wanmpi_internal.h"
 
 static void *in_place_addr[8], *bottom_addr[8];
@@ -79,12 +80,6 @@ static void set(MPI_Fint *ierr, int rc)
         *ierr = (MPI_Fint)rc;
 }
 
-/* Every mangling gfortran, ifort and flang use, plus Open MPI's f08 name. */
-#define FORTRAN_NAMES(lower, upper, params, args)                                               \
-    void lower params { lower##_ args; }                                                         \
-    void lower##__ params { lower##_ args; }                                                     \
-    void upper params { lower##_ args; }                                                         \
-    void lower##_f08_ params { lower##_ args; }
 
 void mpi_bcast_(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
 {

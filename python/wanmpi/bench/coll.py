@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import paths, units
-from ..job import launch
+from ..job import placement
 from ..topo import Topology
 from . import plot
 from .bounds import lower_bound
@@ -82,7 +82,7 @@ def run_variant(topo: Topology, v: Variant, ranks: int, mapping: str | None, arg
     """One collbench job of a variant on the running testbed: its JSON rows.
     `rules`: a rules file for the variants that load libwanmpi."""
     return job_rows(topo, v.mpi, [str(paths.program(v.mpi, "collbench")), *args],
-                    launch.placement(topo, ranks, mapping), env=v.env, extra_args=v.extra_args,
+                    placement.placement(topo, ranks, mapping), env=v.env, extra_args=v.extra_args,
                     wanmpi=v.wanmpi, timeout=timeout, rules=rules)
 
 
@@ -97,7 +97,7 @@ def execute(case: Case, t: Topology, ranks: int, mapping: str | None, args: list
 
 
 def results_of(topo: Topology, records: list[Record], ranks: int, mapping: str | None) -> list[Result]:
-    nodes = launch.placement(topo, ranks, mapping)
+    nodes = placement.placement(topo, ranks, mapping)
     results = []
     for r in records:
         if not r.ok:

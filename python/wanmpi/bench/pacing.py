@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import paths, shell
-from ..job import launch, tcpstats
+from ..job import placement, tcpstats
 from ..testbed import congestion, emulator, net
 from ..topo import Topology
 from . import plot
@@ -114,7 +114,7 @@ def run_pattern(topo: Topology, v: Variant, kernel: str, timeout: float) -> tupl
     env = dict(v.env)
     if v.p2p_senders_divisor:
         env["WANMPI_PACING_RATE"] = str(wan_rate_bytes(topo) // (senders(topo) * v.p2p_senders_divisor))
-    ranks = launch.placement(topo, len(topo.nodes))
+    ranks = placement.placement(topo, len(topo.nodes))
     before = emulator_totals(emulator.counters())
     with tcpstats.measure(topo, ranks) as m:
         rows = job_rows(topo, "openmpi", [str(paths.program("openmpi", "patterns")), kernel, *KERNELS[kernel]],

@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import paths, units
-from ..job import launch
+from ..job import placement
 from ..rules import ALGORITHMS, format_bytes
 from ..topo import Topology
 from .cases import BenchError, Case, Record, plan
@@ -53,7 +53,7 @@ def cases(mpis: list[str], delays: list[float], rounds: int) -> list[Case]:
 
 def execute(case: Case, t: Topology, args: list[str], timeout: float) -> dict:
     argv = [str(paths.program(case.mpi, PROGRAM)), *args]
-    return {"rows": job_rows(t, case.mpi, argv, launch.placement(t, len(t.nodes)),
+    return {"rows": job_rows(t, case.mpi, argv, placement.placement(t, len(t.nodes)),
                              env=setting_env(case.variant), timeout=timeout)}
 
 

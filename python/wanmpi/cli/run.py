@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..job import launch, tcpstats
+from ..job import launch, placement, tcpstats
 from .options import (CliError, checked_rules, env_setting, mpi_name, ranks, rules_option, slurm_option, topology_for,
                       topology_option)
 
@@ -51,7 +51,7 @@ def cmd_run(args) -> int:
     if others and mpi.name not in others:
         raise CliError(f"{args.program} is built with {' or '.join(others)} but --mpi is {mpi.name}: "
                        f"build it with {mpi.mpicc} or run it with --mpi {others[0]}")
-    job = launch.Job(t, [program, *args.args], launch.placement(t, args.ranks, args.map), dict(args.env),
+    job = launch.Job(t, [program, *args.args], placement.placement(t, args.ranks, args.map), dict(args.env),
                      wanmpi=args.wanmpi, use_relays=args.relays,
                      check_hosts=args.check_hosts, rules=checked_rules(args.rules, t) if args.wanmpi else None)
     if not (args.tcp_stats or args.tcp_stats_json):

@@ -2,7 +2,8 @@
 clusters: how it is launched, what it preloads, the relays it goes through,
 and what TCP did and needs on its nodes.
 
-  launch.py     registered launchers (Open MPI, MPICH), Job, placement, run_job
+  launch.py     registered launchers (Open MPI, MPICH), Job, run_job
+  placement.py  the node of every rank (--map)
   libwanmpi.py  the libraries a job preloads (libwanmpi, libwanshim) and their environment
   relays.py     the relays of a job: wanrelay's configuration, processes, counters
   tcpstats.py   TCP counters of the job's nodes before and after it

@@ -44,48 +44,6 @@ class LaunchError(RuntimeError):
     """The job could not be started as asked; the message says why."""
 
 
-# ---- placement --------------------------------------------------------------
-def _slots(nodes) -> list[Node]:
-    """Each node as many times as it has slots, in order."""
-    return [n for n in nodes for _ in range(n.slots)]
-
-
-def placement(topo: Topology, ranks: int, mapping: str | None = None) -> list[Node]:
-    """The node of every rank. A node of k slots (real hosts: "node01:4",
-    hostfile slots=4) counts as k places next to each other.
-
-    None / "block": spread in cluster order, rank r on place floor(r*M/N) of the
-      M places, so every cluster holds a contiguous block of ranks.
-    "interleave": rank r in cluster r mod C (round-robin over clusters).
-    "a0,b0,a1": one node name per rank, exactly `ranks` names.
-    """
-    nodes = list(topo.nodes)
-    if ranks < 1:
-        raise LaunchError(f"-n must be at least 1, got {ranks}")
-    if mapping in (None, "block"):
-        places = _slots(nodes)
-        return [places[r * len(places) // ranks] for r in range(ranks)]
-    if mapping == "interleave":
-        order = []
-        per_cluster = [_slots(c.nodes) for c in topo.clusters]
-        longest = max(len(p) for p in per_cluster)
-        for i in range(longest):
-            order += [p[i] for p in per_cluster if i < len(p)]
-        return [order[r % len(order)] for r in range(ranks)]
-    names = [n.strip() for n in mapping.split(",")]
-    if len(names) != ranks:
-        raise LaunchError(f"--map lists {len(names)} node(s) but -n is {ranks}: give one node per rank, "
-                          "or 'block' or 'interleave'")
-    chosen = []
-    for name in names:
-        try:
-            chosen.append(topo.node(name))
-        except KeyError:
-            known = ", ".join(n.name for n in nodes[:8])
-            raise LaunchError(f"--map: unknown node {name!r} (nodes: {known}{', ...' if len(nodes) > 8 else ''})") from None
-    return chosen
-
-
 # ---- jobs and launchers ------------------------------------------------------
 @dataclass
 class Job:
@@ -220,6 +178,11 @@ class Launcher:
             return f"{self.name}: {self.command_path} not found ({how})"
         return None
 
+    def preloads(self, job: Job) -> list[Path]:
+        """Libraries this MPI's ranks need preloaded besides libwanmpi and
+        libwanshim (whatever job.wanmpi says), first in LD_PRELOAD."""
+        return []
+
     def hostfile_text(self, job: Job) -> str:
         raise NotImplementedError
 
@@ -273,11 +236,27 @@ class MPICH(Launcher):
     sched_yield (strace), which is what Open MPI's mpi_yield_when_idle does;
     heavy yield adds a 1 ns nanosleep that the default 50 us timer slack turns
     into 50 us per wait (ping-pong in a cluster 80-150 us, without it 11 us)
-    and is no faster with 8 ranks on 2 cores (LU 0.071 against 0.056 s)."""
+    and is no faster with 8 ranks on 2 cores (LU 0.071 against 0.056 s).
+    With RMA off, a send completes before the receiver has it, and MPICH's
+    MPI_Finalize does not wait for the other ranks with the tcp provider: a
+    rank could exit with its last message still on the way (1 LU job in 7
+    hung so on 2 busy cores). libwanmpi waits for every rank at MPI_Finalize;
+    jobs without it get the same fence alone, libwanfence, preloaded first
+    (lib/src/fence/fence.c)."""
     name = "mpich"
     command_path = paths.MPICH_BIN / "mpiexec.hydra"
     mpicc = paths.MPICH_BIN / "mpicc"
     library = "libmpi.so.12"
+
+    def preloads(self, job: Job) -> list[Path]:
+        return [] if job.wanmpi else [paths.libwanfence(self.name)]
+
+    def rank_environment(self, job: Job) -> dict[str, str]:
+        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "MPIR_CVAR_CH4_OFI_ENABLE_RMA": "0",
+               **job.rank_environment(self.name)}
+        if self.preloads(job):
+            env["LD_PRELOAD"] = ":".join([*map(str, self.preloads(job)), *filter(None, [env.get("LD_PRELOAD")])])
+        return env
 
     def hostfile_text(self, job: Job) -> str:
         groups: list[list] = []                  # consecutive ranks on one node: host:count
@@ -289,8 +268,7 @@ class MPICH(Launcher):
         return "".join(f"{name}:{count}\n" for name, count in groups)
 
     def argv(self, job: Job) -> list[str]:
-        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "MPIR_CVAR_CH4_OFI_ENABLE_RMA": "0",
-               **job.rank_environment(self.name)}
+        env = self.rank_environment(job)
         argv = [str(self.command_path), "-launcher", "ssh", "-launcher-exec", job.agent,
                 "-f", str(job.hostfile), "-n", str(len(job.ranks))]
         if job.emulated:
@@ -343,13 +321,18 @@ def built_with(program: str) -> list[str]:
     return [l.name for l in Launcher.registry.values() if f"[{l.library}]" in done.stdout]
 
 
+def how_to_build(launcher: Launcher) -> str:
+    """The command that builds wanmpi's libraries for this MPI."""
+    return f"`make install MPICC=<its mpicc> NAME={launcher.name}`" if paths.PREFIX is not None else "`make lib`"
+
+
 def check_libraries(launcher: Launcher) -> None:
     """libwanmpi for this MPI and libwanshim exist, and libwanmpi was built
     for the MPI of the launcher (LaunchError naming both if not)."""
-    build = f"`make install MPICC=<its mpicc> NAME={launcher.name}`" if paths.PREFIX is not None else "`make lib`"
     for library in (libwanmpi.library(launcher.name), libwanmpi.shim_library()):
         if not library.exists():
-            raise LaunchError(f"{library} not found: build it with {build}, or run without it (--no-wanmpi)")
+            raise LaunchError(f"{library} not found: build it with {how_to_build(launcher)}, "
+                              "or run without it (--no-wanmpi)")
     problem = libwanmpi.mismatch(libwanmpi.library(launcher.name), launcher.name, launcher.command_path)
     if problem:
         raise LaunchError(problem)
@@ -366,6 +349,10 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
         raise LaunchError(problem)
     if job.wanmpi:
         check_libraries(launcher)
+    for library in launcher.preloads(job):
+        if not library.exists():
+            raise LaunchError(f"{library} not found: {launcher.name} jobs without libwanmpi preload it "
+                              f"(MPI_Finalize's fence, lib/src/fence); build it with {how_to_build(launcher)}")
     private = [c for c in job.clusters if job.topo.cluster(c).private and not job.topo.cluster(c).nat]
     if private and len(job.clusters) > 1 and not job.relayed:
         why = "the job runs without them (--no-relays)" if job.topo.has_relays else \
