@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..job import launch, placement, tcpstats
+from ..job import launch, mpi4py, placement, tcpstats
 from .options import (CliError, checked_rules, env_setting, mpi_name, ranks, rules_option, slurm_option, topology_for,
                       topology_option)
 
@@ -51,6 +51,7 @@ def cmd_run(args) -> int:
     if others and mpi.name not in others:
         raise CliError(f"{args.program} is built with {' or '.join(others)} but --mpi is {mpi.name}: "
                        f"build it with {mpi.mpicc} or run it with --mpi {others[0]}")
+    check_mpi4py(program, mpi, dict(args.env))
     job = launch.Job(t, [program, *args.args], placement.placement(t, args.ranks, args.map), dict(args.env),
                      wanmpi=args.wanmpi, use_relays=args.relays,
                      check_hosts=args.check_hosts, rules=checked_rules(args.rules, t) if args.wanmpi else None)
@@ -62,3 +63,15 @@ def cmd_run(args) -> int:
     if args.tcp_stats_json:
         tcpstats.write_json(args.tcp_stats_json, measured.delta)
     return status
+
+
+def check_mpi4py(program: str, mpi: launch.Launcher, env: dict[str, str]) -> None:
+    """A Python program's mpi4py must have a build for the launcher's MPI
+    (CliError naming both if not)."""
+    where = mpi4py.package(program, env) if mpi4py.is_python(program) else None
+    built_for = mpi4py.sonames(where) if where else set()
+    if built_for and mpi.library not in built_for:
+        names = [l.name for l in launch.Launcher.registry.values() if l.library in built_for] or sorted(built_for)
+        raise CliError(f"{program} imports mpi4py from {where}, built for {' or '.join(names)}, but --mpi is "
+                       f"{mpi.name} ({mpi.library}): install an mpi4py for {mpi.name} (docs/mpi4py.md) or run "
+                       f"with --mpi {names[0]}")

@@ -165,6 +165,14 @@ class Launcher:
     command_path: ClassVar[Path]      # the launcher program (mpirun, mpiexec.hydra)
     mpicc: ClassVar[Path]             # the compiler wrapper programs must be built with
     library: ClassVar[str]            # soname of its libmpi, to tell which MPI built a program
+    mpiabi: ClassVar[str]             # mpi4py's name for its ABI: which build a wheel of mpi4py loads
+
+    def base_environment(self, job: Job) -> dict[str, str]:
+        """Every rank's environment before job.rank_environment's (which wins):
+        MPI4PY_MPIABI, so that mpi4py's binary wheel, which holds one build
+        per MPI ABI, loads this MPI's and not the first libmpi it finds
+        (docs/mpi4py.md)."""
+        return {"MPI4PY_MPIABI": self.mpiabi}
     registry: ClassVar[dict[str, type["Launcher"]]] = {}
 
     def __init_subclass__(cls, **kwargs):
@@ -197,6 +205,7 @@ class OpenMPI(Launcher):
     command_path = paths.OPENMPI_BIN / ("mpirun.openmpi" if _debian else "mpirun")
     mpicc = paths.OPENMPI_BIN / ("mpicc.openmpi" if _debian else "mpicc")
     library = "libmpi.so.40"
+    mpiabi = "openmpi"
 
     def hostfile_text(self, job: Job) -> str:
         return "".join(f"{n.name}\n" for n in job.ranks)        # one line per rank: seq mapper
@@ -219,7 +228,7 @@ class OpenMPI(Launcher):
                 "--hostfile", str(job.hostfile), "-n", str(len(job.ranks))]
         for key, value in mca.items():
             argv += ["--mca", key, value]
-        for key, value in job.rank_environment(self.name).items():
+        for key, value in {**self.base_environment(job), **job.rank_environment(self.name)}.items():
             argv += ["-x", f"{key}={value}"]
         return argv + job.extra_args + job.rank_program()
 
@@ -247,13 +256,14 @@ class MPICH(Launcher):
     command_path = paths.MPICH_BIN / "mpiexec.hydra"
     mpicc = paths.MPICH_BIN / "mpicc"
     library = "libmpi.so.12"
+    mpiabi = "mpich"
 
     def preloads(self, job: Job) -> list[Path]:
         return [] if job.wanmpi else [paths.libwanfence(self.name)]
 
     def rank_environment(self, job: Job) -> dict[str, str]:
-        env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "MPIR_CVAR_CH4_OFI_ENABLE_RMA": "0",
-               **job.rank_environment(self.name)}
+        env = {**self.base_environment(job), "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
+               "MPIR_CVAR_CH4_OFI_ENABLE_RMA": "0", **job.rank_environment(self.name)}
         if self.preloads(job):
             env["LD_PRELOAD"] = ":".join([*map(str, self.preloads(job)), *filter(None, [env.get("LD_PRELOAD")])])
         return env
@@ -311,7 +321,7 @@ def resolve_program(program: str) -> str:
         raise LaunchError(f"program {program!r} not found")
     if path.is_dir() or not os.access(path, os.X_OK):
         raise LaunchError(f"program {program!r} is not an executable file")
-    return str(path.resolve())
+    return os.path.abspath(path)        # not resolve(): a venv's python is a symlink that must stay one
 
 
 def built_with(program: str) -> list[str]:

@@ -1,0 +1,100 @@
+/* The MPI-4 large-count C bindings (MPI_Bcast_c & co, counts as MPI_Count,
+ * displacements as MPI_Aint). MPI-4 programs call them, and so does mpi4py 4
+ * under MPICH 5 for every buffer-API collective (measured: without these,
+ * WANMPI_STATS saw only its barriers). A call whose counts and
+ * displacements all fit in an int takes exactly the path of the int binding
+ * (api.c); a larger one, or an intercommunicator's all-to-all(v), goes to the
+ * MPI library unchanged and is not counted in WANMPI_STATS. Built only
+ * against an MPI that has them (MPI_VERSION >= 4: MPICH 5, not Open MPI 4.1). */
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+
+#include "wanmpi_internal.h"
+
+#if MPI_VERSION >= 4
+
+static int fits(MPI_Count c)
+{
+    return c >= 0 && c <= INT_MAX;
+}
+
+int MPI_Bcast_c(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    return fits(count) ? wm_bcast(buf, (int)count, type, root, comm) : PMPI_Bcast_c(buf, count, type, root, comm);
+}
+
+int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op,
+                    MPI_Comm comm)
+{
+    return fits(count) ? wm_allreduce(sendbuf, recvbuf, (int)count, type, op, comm)
+                       : PMPI_Allreduce_c(sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, int root,
+                 MPI_Comm comm)
+{
+    return fits(count) ? wm_reduce(sendbuf, recvbuf, (int)count, type, op, root, comm)
+                       : PMPI_Reduce_c(sendbuf, recvbuf, count, type, op, root, comm);
+}
+
+int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype type,
+                               MPI_Op op, MPI_Comm comm)
+{
+    return fits(recvcount) ? wm_reduce_scatter_block(sendbuf, recvbuf, (int)recvcount, type, op, comm)
+                           : PMPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, type, op, comm);
+}
+
+int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    /* with MPI_IN_PLACE the send count is ignored, whatever it holds */
+    return (sendbuf == MPI_IN_PLACE || fits(sendcount)) && fits(recvcount)
+               ? wm_allgather(sendbuf, fits(sendcount) ? (int)sendcount : 0, sendtype, recvbuf, (int)recvcount,
+                              recvtype, comm)
+               : PMPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return (sendbuf == MPI_IN_PLACE || fits(sendcount)) && fits(recvcount)
+               ? wm_alltoall(sendbuf, fits(sendcount) ? (int)sendcount : 0, sendtype, recvbuf, (int)recvcount,
+                             recvtype, comm)
+               : PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+/* counts[i] and displs[i] as ints into out (2n ints), or 0 if one does not fit */
+static int as_ints(const MPI_Count *counts, const MPI_Aint *displs, int n, int *out)
+{
+    for (int i = 0; i < n; i++) {
+        if (!fits(counts[i]) || displs[i] < 0 || displs[i] > INT_MAX)
+            return 0;
+        out[i] = (int)counts[i];
+        out[n + i] = (int)displs[i];
+    }
+    return 1;
+}
+
+int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                    MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                    MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int inter = 1, n = 0;
+    if (comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter)
+        PMPI_Comm_size(comm, &n);
+    int *send = n > 0 ? malloc(sizeof(int) * 4 * (size_t)n) : NULL, *recv = send ? send + 2 * n : NULL;
+    int rc;
+    if (send && recvcounts && rdispls && as_ints(recvcounts, rdispls, n, recv) &&
+        (sendbuf == MPI_IN_PLACE || (sendcounts && sdispls && as_ints(sendcounts, sdispls, n, send))))
+        rc = sendbuf == MPI_IN_PLACE
+                 ? wm_alltoallv(sendbuf, recv, recv + n, sendtype, recvbuf, recv, recv + n, recvtype, comm)
+                 : wm_alltoallv(sendbuf, send, send + n, sendtype, recvbuf, recv, recv + n, recvtype, comm);
+    else
+        rc = PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                              comm);
+    free(send);
+    return rc;
+}
+
+#endif
