@@ -49,7 +49,7 @@ def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
     assert "collcheck: 120 cases ok" in done.stdout
     ranks = stats(tmp_path)
     assert len(ranks) == 8
-    for coll in ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block"):
+    for coll in ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block"):
         assert calls(ranks, coll, "multilane") > 0, f"{coll} never took the multi-lane path"
         assert calls(ranks, coll, "singlelane") > 0, f"{coll} never took the small-message path"
     assert calls(ranks, "barrier", "multilane") > 0
@@ -59,7 +59,7 @@ def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
 def test_single_lane_and_tiny_chunks_are_exact(two_clusters, mpi):
     """The baseline algorithms, and the pipeline cut into 1 KB chunks (many
     pieces in flight, counts never divisible by the chunk)."""
-    single = [f"WANMPI_{c}=singlelane" for c in ("BCAST", "ALLREDUCE", "REDUCE", "ALLGATHER",
+    single = [f"WANMPI_{c}=singlelane" for c in ("BCAST", "ALLREDUCE", "REDUCE", "ALLGATHER", "ALLGATHERV",
                                                   "REDUCE_SCATTER_BLOCK")]
     done = run(mpi, "collcheck", "--seed", "11", "--cases", "60", "--max-bytes", "500000", env=single)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -20,7 +20,7 @@ from pathlib import Path
 VERSION_LINE = "wanmpi-rules 1"
 COLLECTIVE_ALGORITHMS = ("multilane", "singlelane", "mpi")
 ALLTOALL_ALGORITHMS = ("scheduled", "paced", "mpi")
-ALGORITHMS = {**{c: COLLECTIVE_ALGORITHMS for c in ("bcast", "allreduce", "reduce", "allgather",
+ALGORITHMS = {**{c: COLLECTIVE_ALGORITHMS for c in ("bcast", "allreduce", "reduce", "allgather", "allgatherv",
                                                      "reduce_scatter_block", "barrier")},
               **{c: ALLTOALL_ALGORITHMS for c in ("alltoall", "alltoallv")}}
 MPIS = ("openmpi", "mpich")

@@ -1,17 +1,19 @@
-/* Allgather.
+/* Allgather and Allgatherv (Allgather is Allgatherv with equal counts).
  *
- * Multi-lane. Block b (of rank b, cluster X, index i in X) reaches everyone
- * along a two-level tree, cut into pieces of about one chunk so the levels
- * overlap:
+ * Multi-lane. Block b (of rank b, cluster X, index i in X; any size, zero
+ * included) reaches everyone along a two-level tree, cut into pieces of
+ * about one chunk so the levels overlap:
  *   1. b sends the block to every other rank of X;
  *   2. lane (i mod k) of X, which has the block after step 1 (or is b),
  *      sends it across the WAN to one entry rank per other cluster Y
  *      (index i mod n_Y, so the entries spread over Y);
  *   3. the entry sends it to every other rank of Y.
  * The WAN carries each block once per cluster, at most k ranks of a cluster
- * send across it, and every rank sends about as much as it receives.
+ * send across it, and every rank sends about as much as it receives (with
+ * irregular counts, in proportion to the blocks it owns and serves).
  * Data moves as bytes of the packed representation (send and receive types
- * may differ, as MPI allows).
+ * may differ, as MPI allows); with a contiguous receive type the blocks land
+ * in place at their displacements.
  *
  * Single-lane (baseline): the MPI library's gather onto one leader per
  * cluster, the leaders exchange their clusters' blocks, the MPI library's
@@ -25,19 +27,25 @@
 
 struct gather {
     const struct wm_comm *wc;
-    char *data;                 /* size * block bytes, rank order */
-    int64_t block, chunk, per_block;
+    char *data;                 /* block b: len[b] bytes at data + at[b] */
+    int64_t *at, *len;
+    int64_t chunk, per_block;   /* pieces of at most chunk bytes; piece q of b has tag b * per_block + q */
 };
 
-static int piece_bytes(const struct gather *g, int64_t q)
+static int piece_bytes(const struct gather *g, int b, int64_t q)
 {
-    int64_t left = g->block - q * g->chunk;
+    int64_t left = g->len[b] - q * g->chunk;
     return (int)(left < g->chunk ? left : g->chunk);
 }
 
 static char *piece_at(const struct gather *g, int b, int64_t q)
 {
-    return g->data + (int64_t)b * g->block + q * g->chunk;
+    return g->data + g->at[b] + q * g->chunk;
+}
+
+static int64_t pieces_of(const struct gather *g, int b)
+{
+    return (g->len[b] + g->chunk - 1) / g->chunk;
 }
 
 static int wan_lane(const struct wm_comm *wc, int b)
@@ -59,7 +67,7 @@ static int pass_on(struct wm_sched *s, void *arg, long item)
     int b = (int)(item / g->per_block);
     int64_t q = item % g->per_block;
     int X = wc->cluster_of[b], me = wc->rank, Y = wc->my_cluster;
-    int tag = (int)item, n = piece_bytes(g, q);
+    int tag = (int)item, n = piece_bytes(g, b, q);
     if (b == me)                                    /* step 1 */
         for (int i = 0; i < wc->cluster_size[X]; i++)
             if (wc->members[X][i] != me)
@@ -75,7 +83,7 @@ static int pass_on(struct wm_sched *s, void *arg, long item)
     return s->err;
 }
 
-/* Who sends this rank piece q of block b. */
+/* Who sends this rank the pieces of block b. */
 static int source_of(const struct wm_comm *wc, int b)
 {
     int X = wc->cluster_of[b], Y = wc->my_cluster;
@@ -85,115 +93,163 @@ static int source_of(const struct wm_comm *wc, int b)
     return e == wc->rank ? wan_lane(wc, b) : e;
 }
 
-/* Puts my own block into the packed rank-order buffer. */
-static int own_block(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                     void *recvbuf, int recvcount, MPI_Datatype recvtype, const struct wm_layout *rl,
-                     char *data, int64_t block, int packed)
+static void *block_in(void *recvbuf, const int *displs, const struct wm_layout *rl, int b)
 {
-    char *mine = (char *)recvbuf + (int64_t)wc->rank * recvcount * rl->extent;
-    int pos = (int)(wc->rank * block), rc = MPI_SUCCESS;
-    if (sendbuf == MPI_IN_PLACE) {
-        if (packed)
-            rc = PMPI_Pack(mine, recvcount, recvtype, data, (int)(block * wc->size), &pos, wc->shadow);
-        return rc;
+    return (char *)recvbuf + (MPI_Aint)displs[b] * rl->extent;
+}
+
+/* Byte length and place of every block: in place in recvbuf (contiguous
+ * type: *packed = 0, *data set) or packed in rank order into a new buffer
+ * (*packed = 1). Returns the total bytes. */
+static int64_t blocks(const struct wm_comm *wc, void *recvbuf, const int *recvcounts, const int *displs,
+                      const struct wm_layout *rl, int64_t *at, int64_t *len, int *packed, char **data)
+{
+    int64_t total = 0;
+    *packed = !(rl->true_extent == rl->size && rl->extent == rl->size);
+    for (int b = 0; b < wc->size; b++) {
+        len[b] = (int64_t)recvcounts[b] * rl->size;
+        at[b] = *packed ? total : (int64_t)displs[b] * rl->extent;
+        total += len[b];
     }
+    *data = *packed ? malloc((size_t)(total ? total : 1)) : (char *)recvbuf + rl->true_lb;
+    if (!*data)
+        wm_fatal("out of memory: %lld bytes for an allgather", (long long)total);
+    return total;
+}
+
+/* Puts my own block where `blocks` placed it. */
+static int own_block(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype,
+                     const struct wm_layout *rl, char *data, int64_t total, const int64_t *at, int packed)
+{
+    int me = wc->rank, pos = (int)at[me];
+    void *mine = block_in(recvbuf, displs, rl, me);
+    if (sendbuf == MPI_IN_PLACE)
+        return packed ? PMPI_Pack(mine, recvcounts[me], recvtype, data, (int)total, &pos, wc->shadow)
+                      : MPI_SUCCESS;
     if (packed)
-        return PMPI_Pack(sendbuf, sendcount, sendtype, data, (int)(block * wc->size), &pos, wc->shadow);
-    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, 0, 0, mine, recvcount, recvtype, 0, 0,
+        return PMPI_Pack(sendbuf, sendcount, sendtype, data, (int)total, &pos, wc->shadow);
+    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, 0, 0, mine, recvcounts[me], recvtype, 0, 0,
                          MPI_COMM_SELF, MPI_STATUS_IGNORE);
 }
 
-int wm_allgather_multilane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
-                           MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype)
+/* Unpacks every block from the rank-order packed buffer into recvbuf. */
+static int unpack_blocks(const struct wm_comm *wc, const char *data, int64_t total, const int64_t *at,
+                         void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype,
+                         const struct wm_layout *rl)
+{
+    int rc = MPI_SUCCESS;
+    for (int b = 0; b < wc->size && rc == MPI_SUCCESS; b++) {
+        int pos = (int)at[b];
+        if (recvcounts[b] > 0)
+            rc = PMPI_Unpack(data, (int)total, &pos, block_in(recvbuf, displs, rl, b), recvcounts[b], recvtype,
+                             wc->shadow);
+    }
+    return rc;
+}
+
+int wm_allgatherv_multilane(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype)
 {
     struct wm_layout rl;
-    int64_t total_count = (int64_t)recvcount * wc->size;
-    int rc = wm_layout(recvtype, (int)total_count, &rl);
+    int rc = wm_layout(recvtype, 2, &rl), packed;
     if (rc != MPI_SUCCESS)
         return rc;
-    struct gather g = { .wc = wc, .block = (int64_t)recvcount * rl.size };
-    if (g.block == 0)
-        return MPI_SUCCESS;
-    int packed = !rl.contiguous;
-    if (packed) {
-        g.data = malloc((size_t)(g.block * wc->size));
-        if (!g.data)
-            wm_fatal("out of memory: %lld bytes for an allgather", (long long)(g.block * wc->size));
-    } else {
-        g.data = (char *)recvbuf + rl.true_lb;
-    }
-    if ((rc = own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, &rl, g.data,
-                        g.block, packed)) != MPI_SUCCESS)
+    int64_t *at = malloc(2 * sizeof(int64_t) * (size_t)wc->size);
+    if (!at)
+        wm_fatal("out of memory for an allgather of %d ranks", wc->size);
+    struct gather g = { .wc = wc, .at = at, .len = at + wc->size };
+    int64_t total = blocks(wc, recvbuf, recvcounts, displs, &rl, g.at, g.len, &packed, &g.data), longest = 0;
+    for (int b = 0; b < wc->size; b++)
+        longest = g.len[b] > longest ? g.len[b] : longest;
+    if (total == 0)
+        goto out;
+    if ((rc = own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &rl, g.data,
+                        total, g.at, packed)) != MPI_SUCCESS)
         goto out;
     int64_t chunk;
-    g.per_block = wm_pieces(wc, g.block, (int64_t)wm_chunk_bytes(), wc->size, &chunk);
+    g.per_block = wm_pieces(wc, longest, (int64_t)wm_chunk_bytes(), wc->size, &chunk);
     g.chunk = chunk;
 
     struct wm_sched s;
     wm_sched_init(&s, wc);
     for (int b = 0; b < wc->size; b++)
-        for (int64_t q = 0; q < g.per_block; q++) {
+        for (int64_t q = 0; q < pieces_of(&g, b); q++) {
             long item = (long)(b * g.per_block + q);
             if (b == wc->rank)
                 pass_on(&s, &g, item);
             else
-                wm_sched_recv(&s, piece_at(&g, b, q), piece_bytes(&g, q), MPI_BYTE, source_of(wc, b),
+                wm_sched_recv(&s, piece_at(&g, b, q), piece_bytes(&g, b, q), MPI_BYTE, source_of(wc, b),
                               (int)item, pass_on, &g, item);
         }
     rc = wm_sched_run(&s);
-    if (rc == MPI_SUCCESS && packed) {
-        int pos = 0;
-        rc = PMPI_Unpack(g.data, (int)(g.block * wc->size), &pos, recvbuf, (int)total_count, recvtype,
-                         wc->shadow);
-    }
+    if (rc == MPI_SUCCESS && packed)
+        rc = unpack_blocks(wc, g.data, total, g.at, recvbuf, recvcounts, displs, recvtype, &rl);
 out:
     if (packed)
         free(g.data);
+    free(at);
     return rc;
 }
 
-int wm_allgather_singlelane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
-                            MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype)
+int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
+                             MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
+                             MPI_Datatype recvtype)
 {
     struct wm_layout rl;
-    int64_t total_count = (int64_t)recvcount * wc->size;
-    int rc = wm_layout(recvtype, (int)total_count, &rl);
+    int rc = wm_layout(recvtype, 2, &rl), P = wc->size, C = wc->nclusters, X = wc->my_cluster;
     if (rc != MPI_SUCCESS)
         return rc;
-    int64_t block = (int64_t)recvcount * rl.size, P = wc->size;
-    if (block == 0)
-        return MPI_SUCCESS;
-    /* everything as packed bytes: mine, my cluster's (cluster order), everyone's (rank order) */
-    char *all = malloc((size_t)(block * P)), *by_cluster = malloc((size_t)(block * P));
-    int *counts = malloc((size_t)wc->nclusters * sizeof(int)), *displs = malloc((size_t)wc->nclusters * sizeof(int));
-    if (!all || !by_cluster || !counts || !displs)
-        wm_fatal("out of memory: %lld bytes for an allgather", (long long)(2 * block * P));
-    if ((rc = own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, &rl, all, block,
-                        1)) != MPI_SUCCESS)
-        goto out;
-    int X = wc->my_cluster, leader = wc->my_index == 0;
-    for (int x = 0, d = 0; x < wc->nclusters; x++) {
-        counts[x] = (int)(block * wc->cluster_size[x]);
-        displs[x] = d;
+    /* everything as packed bytes: everyone's in rank order (at), and by cluster, in member order */
+    int64_t *at = malloc(3 * sizeof(int64_t) * (size_t)P), *len = at + P, *in_cluster = at + 2 * P, total = 0;
+    int *counts = malloc(sizeof(int) * (size_t)(2 * C + 2 * wc->cluster_size[X]));
+    if (!at || !counts)
+        wm_fatal("out of memory for an allgather of %d ranks", P);
+    int *displs_c = counts + C, *local_counts = counts + 2 * C, *local_displs = local_counts + wc->cluster_size[X];
+    for (int b = 0; b < P; b++) {
+        len[b] = (int64_t)recvcounts[b] * rl.size;
+        at[b] = total;
+        total += len[b];
+    }
+    for (int x = 0, d = 0; x < C; x++) {
+        displs_c[x] = d;
+        for (int i = 0, off = 0; i < wc->cluster_size[x]; i++) {
+            int b = wc->members[x][i];
+            in_cluster[b] = d + off;
+            if (x == X) {
+                local_counts[i] = (int)len[b];
+                local_displs[i] = off;
+            }
+            off += (int)len[b];
+        }
+        counts[x] = 0;
+        for (int i = 0; i < wc->cluster_size[x]; i++)
+            counts[x] += (int)len[wc->members[x][i]];
         d += counts[x];
     }
-    rc = PMPI_Gather(all + wc->rank * block, (int)block, MPI_BYTE, by_cluster + displs[X], (int)block,
-                     MPI_BYTE, 0, wc->local);
-    if (rc == MPI_SUCCESS && leader)
-        rc = PMPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, by_cluster, counts, displs, MPI_BYTE, wc->leaders);
+    char *all = malloc((size_t)(total ? total : 1)), *by_cluster = malloc((size_t)(total ? total : 1));
+    if (!all || !by_cluster)
+        wm_fatal("out of memory: %lld bytes for an allgather", (long long)(2 * total));
+    if (total == 0)
+        goto out;
+    if ((rc = own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &rl, all, total,
+                        at, 1)) != MPI_SUCCESS)
+        goto out;
+    rc = PMPI_Gatherv(all + at[wc->rank], (int)len[wc->rank], MPI_BYTE, by_cluster + displs_c[X], local_counts,
+                      local_displs, MPI_BYTE, 0, wc->local);
+    if (rc == MPI_SUCCESS && wc->my_index == 0)
+        rc = PMPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, by_cluster, counts, displs_c, MPI_BYTE, wc->leaders);
     if (rc == MPI_SUCCESS)
-        rc = PMPI_Bcast(by_cluster, (int)(block * P), MPI_BYTE, 0, wc->local);
+        rc = PMPI_Bcast(by_cluster, (int)total, MPI_BYTE, 0, wc->local);
     if (rc != MPI_SUCCESS)
         goto out;
-    for (int r = 0; r < P; r++)
-        memcpy(all + r * block, by_cluster + displs[wc->cluster_of[r]] + (int64_t)wc->index_of[r] * block,
-               (size_t)block);
-    int pos = 0;
-    rc = PMPI_Unpack(all, (int)(block * P), &pos, recvbuf, (int)total_count, recvtype, wc->shadow);
+    for (int b = 0; b < P; b++)
+        memcpy(all + at[b], by_cluster + in_cluster[b], (size_t)len[b]);
+    rc = unpack_blocks(wc, all, total, at, recvbuf, recvcounts, displs, recvtype, &rl);
 out:
     free(all);
     free(by_cluster);
+    free(at);
     free(counts);
-    free(displs);
     return rc;
 }

@@ -22,6 +22,7 @@
  * single-lane path, which has the fewest hops. */
 #include "coll.h"
 #include <limits.h>
+#include <stdlib.h>
 #include "rules.h"
 #include "stats.h"
 #include "../common/log.h"
@@ -169,33 +170,83 @@ int wm_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
     return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm);
 }
 
+/* Runs an allgather(v) whose arguments were checked, on the chosen path. */
+static int allgatherv_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendbuf, int sendcount,
+                          MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
+                          MPI_Datatype recvtype)
+{
+    return alg == WM_ALG_MULTILANE
+               ? wm_allgatherv_multilane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype)
+               : wm_allgatherv_singlelane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
+}
+
+/* Whether my send data matches my block, as MPI requires (else MPI's own reports it). */
+static int send_matches(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int64_t block_bytes)
+{
+    int ssize = 0;
+    return sendbuf == MPI_IN_PLACE ||
+           (sendcount >= 0 && type_size(sendtype, &ssize) && (int64_t)sendcount * ssize == block_bytes);
+}
+
 int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm)
 {
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(WM_ALLGATHER, comm, &wc, &alg), rsize = 0, ssize = 0;
+    int rc = enter(WM_ALLGATHER, comm, &wc, &alg), rsize = 0;
     if (rc != MPI_SUCCESS)
         return rc;
     int typed = type_size(recvtype, &rsize);
-    if (alg != WM_ALG_MPI) {
-        if (recvcount < 0 || !typed)
-            alg = WM_ALG_MPI;
-        else if (sendbuf != MPI_IN_PLACE &&
-                 (sendcount < 0 || !type_size(sendtype, &ssize) ||
-                  (int64_t)sendcount * ssize != (int64_t)recvcount * rsize))
-            alg = WM_ALG_MPI;
-    }
+    if (alg != WM_ALG_MPI &&
+        (recvcount < 0 || !typed || !send_matches(sendbuf, sendcount, sendtype, (int64_t)recvcount * rsize)))
+        alg = WM_ALG_MPI;
     double bytes = (double)recvcount * rsize * (wc ? wc->size : 1);
     alg = decide(wc, WM_ALLGATHER, alg, bytes);
-    if (alg == WM_ALG_MULTILANE)
-        rc = wm_allgather_multilane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
-    else if (alg == WM_ALG_SINGLELANE)
-        rc = wm_allgather_singlelane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
-    else
+    if (alg == WM_ALG_MULTILANE || alg == WM_ALG_SINGLELANE) {
+        int *counts = malloc(2 * sizeof(int) * (size_t)wc->size), *displs = counts + wc->size;
+        if (!counts)
+            wm_fatal("out of memory for an allgather of %d ranks", wc->size);
+        for (int r = 0; r < wc->size; r++) {
+            counts[r] = recvcount;
+            displs[r] = r * recvcount;
+        }
+        rc = allgatherv_run(wc, alg, sendbuf, sendcount, sendtype, recvbuf, counts, displs, recvtype);
+        free(counts);
+    } else {
         rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    }
     wm_stats_call(WM_ALLGATHER, alg, bytes, PMPI_Wtime() - t0);
+    return rc;
+}
+
+int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
+                  const int *displs, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = enter(WM_ALLGATHERV, comm, &wc, &alg), rsize = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int typed = type_size(recvtype, &rsize);
+    double bytes = 0;
+    if (alg != WM_ALG_MPI) {        /* every rank sees the same counts: the same choice everywhere */
+        int ok = typed && recvcounts && displs;
+        for (int r = 0; ok && r < wc->size; r++) {
+            ok = recvcounts[r] >= 0 && displs[r] >= 0 && (int64_t)displs[r] * rsize <= INT_MAX;
+            bytes += (double)recvcounts[r] * rsize;
+        }
+        if (!ok || bytes > INT_MAX ||
+            !send_matches(sendbuf, sendcount, sendtype, (int64_t)recvcounts[wc->rank] * rsize))
+            alg = WM_ALG_MPI;
+    }
+    alg = decide(wc, WM_ALLGATHERV, alg, bytes);
+    if (alg == WM_ALG_MULTILANE || alg == WM_ALG_SINGLELANE)
+        rc = allgatherv_run(wc, alg, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
+    else
+        rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    wm_stats_call(WM_ALLGATHERV, alg, bytes, PMPI_Wtime() - t0);
     return rc;
 }
 
@@ -333,6 +384,12 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
                   MPI_Datatype recvtype, MPI_Comm comm)
 {
     return wm_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                   const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return wm_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
 }
 
 int MPI_Barrier(MPI_Comm comm)

@@ -19,6 +19,18 @@ static int fits(MPI_Count c)
     return c >= 0 && c <= INT_MAX;
 }
 
+/* counts[i] and displs[i] as ints into out (2n ints), or 0 if one does not fit */
+static int as_ints(const MPI_Count *counts, const MPI_Aint *displs, int n, int *out)
+{
+    for (int i = 0; i < n; i++) {
+        if (!fits(counts[i]) || displs[i] < 0 || displs[i] > INT_MAX)
+            return 0;
+        out[i] = (int)counts[i];
+        out[n + i] = (int)displs[i];
+    }
+    return 1;
+}
+
 int MPI_Bcast_c(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm)
 {
     return fits(count) ? wm_bcast(buf, (int)count, type, root, comm) : PMPI_Bcast_c(buf, count, type, root, comm);
@@ -55,6 +67,24 @@ int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
                : PMPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
+int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int inter = 1, n = 0;
+    if (comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter)
+        PMPI_Comm_size(comm, &n);
+    int *recv = n > 0 ? malloc(sizeof(int) * 2 * (size_t)n) : NULL;
+    int rc;
+    if (recv && recvcounts && displs && as_ints(recvcounts, displs, n, recv) &&
+        (sendbuf == MPI_IN_PLACE || fits(sendcount)))
+        rc = wm_allgatherv(sendbuf, fits(sendcount) ? (int)sendcount : 0, sendtype, recvbuf, recv, recv + n,
+                           recvtype, comm);
+    else
+        rc = PMPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    free(recv);
+    return rc;
+}
+
 int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                    MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
@@ -62,18 +92,6 @@ int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendty
                ? wm_alltoall(sendbuf, fits(sendcount) ? (int)sendcount : 0, sendtype, recvbuf, (int)recvcount,
                              recvtype, comm)
                : PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-}
-
-/* counts[i] and displs[i] as ints into out (2n ints), or 0 if one does not fit */
-static int as_ints(const MPI_Count *counts, const MPI_Aint *displs, int n, int *out)
-{
-    for (int i = 0; i < n; i++) {
-        if (!fits(counts[i]) || displs[i] < 0 || displs[i] > INT_MAX)
-            return 0;
-        out[i] = (int)counts[i];
-        out[n + i] = (int)displs[i];
-    }
-    return 1;
 }
 
 int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],

@@ -29,10 +29,12 @@ int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *rec
 int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
                          MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
 
-int wm_allgather_multilane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
-                           MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype);
-int wm_allgather_singlelane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
-                            MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype);
+/* Allgatherv (and Allgather: equal counts, displacements r * count). */
+int wm_allgatherv_multilane(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype);
+int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
+                             MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
+                             MPI_Datatype recvtype);
 
 int wm_barrier(const struct wm_comm *wc);
 

@@ -141,7 +141,7 @@ static int condition(struct parser *p, struct wm_rule *rule, char *token)
     return range(p, (enum wm_condition)c, value, &rule->range[c]);
 }
 
-static const enum wm_coll wrapped[] = { WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER,
+static const enum wm_coll wrapped[] = { WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER, WM_ALLGATHERV,
                                         WM_REDUCE_SCATTER_BLOCK, WM_BARRIER, WM_ALLTOALL, WM_ALLTOALLV };
 
 static int collective(struct parser *p, const char *name, enum wm_coll *out)
@@ -151,8 +151,8 @@ static int collective(struct parser *p, const char *name, enum wm_coll *out)
             *out = wrapped[i];
             return 0;
         }
-    return fail(p, "unknown collective '%s' (bcast, allreduce, reduce, allgather, reduce_scatter_block, "
-                "barrier, alltoall, alltoallv)", name);
+    return fail(p, "unknown collective '%s' (bcast, allreduce, reduce, allgather, allgatherv, "
+                "reduce_scatter_block, barrier, alltoall, alltoallv)", name);
 }
 
 static int algorithm(struct parser *p, enum wm_coll coll, const char *name, enum wm_alg *out)

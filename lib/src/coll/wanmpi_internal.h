@@ -12,6 +12,8 @@ int wm_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
                             MPI_Op op, MPI_Comm comm);
 int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm);
+int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
+                  const int *displs, MPI_Datatype recvtype, MPI_Comm comm);
 int wm_barrier_call(MPI_Comm comm);
 int wm_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                 MPI_Datatype recvtype, MPI_Comm comm);

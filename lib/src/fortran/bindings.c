@@ -122,6 +122,22 @@ FORTRAN_NAMES(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
                MPI_Fint *comm, MPI_Fint *ierr),
               (sendbuf, recvbuf, recvcount, type, op, comm, ierr))
 
+void mpi_allgatherv_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
+                     const MPI_Fint *recvcounts, const MPI_Fint *displs, MPI_Fint *recvtype, MPI_Fint *comm,
+                     MPI_Fint *ierr)
+{
+    /* MPI_Fint is int with both MPIs' default Fortran integers (checked at build time below) */
+    set(ierr, wm_allgatherv(send_buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), buffer(recvbuf),
+                            (const int *)recvcounts, (const int *)displs, MPI_Type_f2c(*recvtype),
+                            MPI_Comm_f2c(*comm)));
+}
+_Static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint arrays are passed as int arrays");
+FORTRAN_NAMES(mpi_allgatherv, MPI_ALLGATHERV,
+              (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
+               const MPI_Fint *recvcounts, const MPI_Fint *displs, MPI_Fint *recvtype, MPI_Fint *comm,
+               MPI_Fint *ierr),
+              (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, ierr))
+
 void mpi_allgather_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
                     MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *ierr)
 {
