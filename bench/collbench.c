@@ -11,12 +11,13 @@
  * The first iteration's result is checked exactly (the job fails with status
  * 3 if it is wrong). --budget stops repeating a size once its iterations have
  * taken that long (at least one timed iteration always runs).
- * Operations: bcast, allreduce, reduce, allgather, reduce_scatter_block, barrier,
- * alltoall, alltoallv.
+ * Operations: bcast, allreduce, reduce, allgather, allgatherv, reduce_scatter_block,
+ * barrier, alltoall, alltoallv.
  * Data are MPI_INT (sizes are rounded down to whole ints; allgather,
  * reduce_scatter_block, alltoall and alltoallv use size/ranks per rank: the
  * size is a rank's whole receive buffer, size/ranks bytes from each rank;
- * alltoallv with uniform counts). */
+ * alltoallv with uniform counts; allgatherv with irregular ones: odd ranks
+ * contribute twice as much as even ones, the size still the whole buffer). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +51,8 @@ static int usage(int rank, const char *why)
     return 2;
 }
 
-static const char *const OPS[] = {"bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block",
-                                  "barrier", "alltoall", "alltoallv", NULL};
+static const char *const OPS[] = {"bcast", "allreduce", "reduce", "allgather", "allgatherv",
+                                  "reduce_scatter_block", "barrier", "alltoall", "alltoallv", NULL};
 
 static int known_op(const char *op)
 {
@@ -90,6 +91,29 @@ static int run_alltoall(int v, int *a, int *b, long per, int rank, int size, int
 }
 
 /* Runs one call; on `check`, verifies the result. Returns 0 if wrong. */
+/* Allgatherv of n ints in all: rank r contributes (1 + r % 2) parts. */
+static int run_allgatherv(int *a, int *b, long n, int rank, int size, int check)
+{
+    long parts = 0;
+    for (int r = 0; r < size; r++) parts += 1 + r % 2;
+    long part = n / parts;
+    int *counts = malloc(sizeof(int) * 2 * (size_t)size), *displs = counts + size;
+    for (int r = 0, d = 0; r < size; r++) {
+        counts[r] = (int)(part * (1 + r % 2));
+        displs[r] = d;
+        d += counts[r];
+    }
+    if (check)
+        for (long i = 0; i < counts[rank]; i++) a[i] = rank * 7919 + (int)i;
+    MPI_Allgatherv(a, counts[rank], MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD);
+    int ok = 1;
+    if (check)
+        for (int r = 0; r < size; r++)
+            for (long i = 0; i < counts[r]; i++) ok &= b[displs[r] + i] == r * 7919 + (int)i;
+    free(counts);
+    return ok;
+}
+
 static int run(const char *op, int *a, int *b, long n, int root, int rank, int size, int check)
 {
     long per = n / size;
@@ -116,6 +140,8 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
         if (check)
             for (int r = 0; r < size; r++)
                 for (long i = 0; i < per; i++) if (b[r * per + i] != r * 7919 + (int)i) return 0;
+    } else if (!strcmp(op, "allgatherv")) {
+        return run_allgatherv(a, b, n, rank, size, check);
     } else if (!strcmp(op, "reduce_scatter_block")) {
         if (check)
             for (long i = 0; i < per * size; i++) a[i] = (int)(i % 977) + rank;

@@ -14,7 +14,7 @@ from conftest import MPIS
 from test_libwanmpi import calls, run, stats
 
 DECISION = re.compile(r"^wanmpi\[(\d+)\]: (\w+) of (\d+) bytes: (\w+) \(rules line (\d+)\)$", re.M)
-OURS = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block")
+OURS = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block")
 
 BY_SIZE = """\
 wanmpi-rules 1
@@ -49,9 +49,10 @@ def test_rules_choose_each_call_exactly(two_clusters, tmp_path, mpi):
     rules = tmp_path / "by-size.rules"
     rules.write_text(BY_SIZE)
     env = [f"WANMPI_RULES={rules}", "WANMPI_DEBUG=1", f"WANMPI_STATS={tmp_path}/stats-%r.json"]
-    done = run(mpi, "collcheck", "--seed", "21", "--cases", "100", "--max-bytes", "400000", env=env)
+    done = run(mpi, "collcheck", "--seed", "21", "--cases", "160", "--max-bytes", "1000000",
+               "--only", ",".join(OURS), env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "collcheck: 100 cases ok" in done.stdout
+    assert "collcheck: 160 cases ok" in done.stdout
     made = decisions(done.stderr)
     for coll, size, alg in made:
         assert alg == expected(coll, size), f"{coll} of {size} bytes ran {alg}"
