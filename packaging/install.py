@@ -122,8 +122,8 @@ def install_base(b: Build, version: str) -> None:
     put(REPO / "build" / "tools" / "tcprtt", p / "libexec" / "wanmpi" / "tools" / "tcprtt")
     put(REPO / "lib" / "include" / "wanmpi.h", p / "include" / "wanmpi.h")
     replace_tree(REPO / "examples", p / "share" / "wanmpi" / "examples", "*.toml")
-    for rules in sorted((REPO / "examples").glob("*.rules")):      # tuned rules (docs/tuning.md)
-        put(rules, p / "share" / "wanmpi" / "examples" / rules.name)
+    for extra in sorted([*(REPO / "examples").glob("*.rules"), *(REPO / "examples").glob("*.py")]):
+        put(extra, p / "share" / "wanmpi" / "examples" / extra.name)   # tuned rules, the mpi4py example
     replace_tree(REPO / "docs", p / "share" / "doc" / "wanmpi" / "docs")
     put(REPO / "README.md", p / "share" / "doc" / "wanmpi" / "README.md")
     modules = p / "share" / "modulefiles" / "wanmpi"
@@ -209,15 +209,6 @@ def launcher_of(family: str, mpicc: Path) -> Path:
     return launcher
 
 
-def fortran_of(mpicc: Path) -> Path | None:
-    """The Fortran wrapper beside an mpicc, if there is one."""
-    suffix = ".openmpi" if mpicc.name.endswith(".openmpi") else ""
-    for name in ("mpifort", "mpif90"):
-        if (mpicc.parent / f"{name}{suffix}").exists():
-            return mpicc.parent / f"{name}{suffix}"
-    return None
-
-
 def compiler(b: Build, mpicc: Path):
     """argv(out, args) -> the command that builds `out` with this MPI. An MPI
     inside the prefix (the venv's MPICH) is found through run paths relative to
@@ -298,7 +289,7 @@ def install_mpi(b: Build, name: str, mpicc: Path, reuse: bool) -> install.Instal
         if family == "mpich":           # MPI_Finalize's fence for jobs without libwanmpi (lib/src/fence)
             fence = install.fence_library(lib)
             run(cc(fence, [*b.lib_flags, "-o", fence, *b.fence_sources]))
-        built = build_programs(b, cc, fortran_of(mpicc), programs)
+        built = build_programs(b, cc, install.fortran_beside(mpicc), programs)
     built_for = check_pairing(lib, name, launcher)
     say(f"{name}: {built_for}, launched by {launcher}; libwanmpi and {len(built)} programs "
         f"({'from build/' if reuse else f'built with {mpicc}'})")

@@ -77,10 +77,13 @@ def test_slurm_errors_name_the_problem(tmp_path, args, environ, message):
     assert done.stderr.startswith("wanmpi: error:") and message in done.stderr, done.stderr
 
 
-def test_program_built_for_the_other_mpi_is_refused():
-    done = wanmpi("run", "--mpi", "mpich", "-n", "2", program("openmpi", "where"), timeout=60)
+@pytest.mark.parametrize("name, built, other", [("where", "openmpi", "mpich"), ("where", "mpich", "openmpi"),
+                                                ("fence_f90", "openmpi", "mpich"),    # needs libmpi_mpifh.so.40 only
+                                                ("fence_f90", "mpich", "openmpi")])
+def test_program_built_for_the_other_mpi_is_refused(name, built, other):
+    done = wanmpi("run", "--mpi", other, "-n", "2", program(built, name), timeout=60)
     assert done.returncode == 2
-    assert "is built with openmpi but --mpi is mpich" in done.stderr
+    assert f"is built with {built} but --mpi is {other}" in done.stderr
 
 
 def test_run_needs_the_testbed_up():
@@ -131,3 +134,35 @@ def test_demo_runs_pingpong_and_collectives_and_cleans_up():
     for mpi in ("openmpi", "mpich"):
         assert re.search(rf"^{mpi}\s+\d+ us\s+[\d.]+ Mbit\s+[\d,]+$", done.stdout, re.M), done.stdout
     assert net.State.load() is None
+
+
+@pytest.mark.parametrize("mpi", launch.Launcher.registry)
+@pytest.mark.parametrize("command, source", [("mpicc", "tests/programs/fence.c"),
+                                             ("mpif90", "tests/programs/fence_f90.f90")])
+def test_compiler_wrappers_build_for_the_mpi_named(tmp_path, mpi, command, source):
+    """`wanmpi mpicc|mpif90 --mpi NAME ARGS...` hands ARGS (dashes and all) to
+    that MPI's wrapper: the program is linked with its library, which
+    `wanmpi run` then accepts for --mpi NAME and refuses for the other."""
+    out = tmp_path / "fence"
+    select = ["--mpi", mpi] if command == "mpicc" else [f"--mpi={mpi}"]
+    done = wanmpi(command, *select, "-O2", "-o", str(out), str(REPO / source), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert launch.built_with(str(out)) == [mpi]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["mpicc", "--mpi", "lam", "-o", "x", "x.c"], "--mpi: unknown MPI 'lam' (known: openmpi, mpich)"),
+    (["mpicc", "--mpi"], "--mpi needs the name of an MPI"),
+    (["mpif90", "--mpi", "mpich"], "nothing to compile: give the wrapper's arguments"),
+])
+def test_compiler_wrapper_bad_arguments(args, message):
+    done = wanmpi(*args, timeout=60)
+    assert done.returncode == 2 and message in done.stderr and done.stderr.startswith("wanmpi: error:"), \
+        done.stdout + done.stderr
+
+
+def test_compiler_errors_are_the_compilers(tmp_path):
+    broken = tmp_path / "broken.c"
+    broken.write_text("int main(void) { return missing; }\n")
+    done = wanmpi("mpicc", "--mpi", "mpich", "-o", str(tmp_path / "b"), str(broken), timeout=60)
+    assert done.returncode != 0 and "missing" in done.stderr

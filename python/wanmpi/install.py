@@ -36,6 +36,16 @@ CONTENTS = ("bin/wanmpi", "bin/wanrelay", "bin/wanem", "bin/udpprobe", "lib/wanm
 FAMILIES = ("openmpi", "mpich")         # how an MPI is launched: mpirun (Open MPI) or hydra (MPICH and kin)
 
 
+def fortran_beside(mpicc: Path) -> Path | None:
+    """The Fortran wrapper beside an MPI's mpicc (mpifort or mpif90, with
+    Debian's .openmpi suffix where the mpicc has it), if there is one."""
+    suffix = ".openmpi" if mpicc.name.endswith(".openmpi") else ""
+    for name in ("mpifort", "mpif90"):
+        if (mpicc.parent / f"{name}{suffix}").exists():
+            return mpicc.parent / f"{name}{suffix}"
+    return None
+
+
 def fence_library(libwanmpi: Path) -> Path:
     """libwanfence (lib/src/fence), kept beside the libwanmpi of the same MPI:
     libwanfence-mpich.so beside libwanmpi-mpich.so in build/lib, libwanfence.so

@@ -287,6 +287,64 @@ contains
     end do
     call compare('MPI_Allgather', t, n * np, -1, inplace)
   end subroutine do_allgather
+
+  ! MPI_Allgatherv: rank r contributes n * mod(7r + 3, 4) elements (some none),
+  ! placed in reverse rank order (tests/programs/collcheck.c does the same)
+  subroutine do_allgatherv(comm, t, n, inplace)
+    integer, intent(in) :: comm, t, n
+    logical, intent(in) :: inplace
+    integer :: me, np, ierr, r, i, total
+    integer, allocatable :: cnts(:), displs(:)
+    ncases = ncases + 1
+    csalt = csalt + 1
+    call MPI_Comm_rank(comm, me, ierr)
+    call MPI_Comm_size(comm, np, ierr)
+    allocate (cnts(0:np - 1), displs(0:np - 1))
+    total = 0
+    do r = np - 1, 0, -1
+      cnts(r) = n * mod(7 * r + 3, 4)
+      displs(r) = total
+      total = total + cnts(r)
+    end do
+    ia(1:total) = -7
+    ra(1:total) = -7.0
+    da(1:total) = -7d0
+    if (inplace) then
+      call fill(t, me, cnts(me), displs(me), csalt)
+      select case (t)
+      case (T_INT)
+        call MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ia, cnts, displs, MPI_INTEGER, comm, ierr)
+      case (T_REAL)
+        call MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ra, cnts, displs, MPI_REAL, comm, ierr)
+      case default
+        call MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, da, cnts, displs, MPI_DOUBLE_PRECISION, &
+             comm, ierr)
+      end select
+    else
+      do i = 1, cnts(me)
+        ib(i) = nint(val(csalt, me, i, t))
+        rb(i) = real(val(csalt, me, i, t))
+        db(i) = val(csalt, me, i, t)
+      end do
+      select case (t)
+      case (T_INT)
+        call MPI_Allgatherv(ib, cnts(me), MPI_INTEGER, ia, cnts, displs, MPI_INTEGER, comm, ierr)
+      case (T_REAL)
+        call MPI_Allgatherv(rb, cnts(me), MPI_REAL, ra, cnts, displs, MPI_REAL, comm, ierr)
+      case default
+        call MPI_Allgatherv(db, cnts(me), MPI_DOUBLE_PRECISION, da, cnts, displs, MPI_DOUBLE_PRECISION, &
+             comm, ierr)
+      end select
+    end if
+    call check_err(ierr, 'MPI_Allgatherv')
+    do r = 0, np - 1
+      do i = 1, cnts(r)
+        ex(displs(r) + i) = val(csalt, r, i, t)
+      end do
+    end do
+    call compare('MPI_Allgatherv', t, total, -1, inplace)
+    deallocate (cnts, displs)
+  end subroutine do_allgatherv
 end module collcheck_f90_mod
 
 program collcheck_f90
@@ -359,6 +417,7 @@ program collcheck_f90
         n = counts(1 + mod(2 * ip + t, nc))
         if (n > 65539) n = 65539
         call do_allgather(comms(ic), t, min(n, maxcount), ip == 1)
+        call do_allgatherv(comms(ic), t, min(n, maxcount) / 3, ip == 1)
       end do
     end do
   end do

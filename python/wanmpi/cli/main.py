@@ -18,12 +18,12 @@ from ..job.launch import EXIT_INTERRUPTED, LaunchError
 from ..testbed.emulator import EmulatorError
 from ..testbed.net import TestbedError
 from ..topo import TopologyError
-from . import bench, demo, deploy, doctor, link, plot, relay, run, testbed, tune
+from . import bench, compile, demo, deploy, doctor, link, plot, relay, run, testbed, tune
 from .options import CliError
 
 EXIT_USAGE = 2
 USER_ERRORS = (CliError, DeployError, StandingError, TopologyError, TestbedError, LaunchError, EmulatorError, PlotError, BenchError, DoctorError)
-SUBCOMMANDS = (testbed, run, deploy, relay, link, plot, doctor, demo, bench, tune)      # in the order `wanmpi --help` lists them
+SUBCOMMANDS = (testbed, run, compile, deploy, relay, link, plot, doctor, demo, bench, tune)      # in the order `wanmpi --help` lists them
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     # testbed back, relays and namespaces it made are removed)
     signal.signal(signal.SIGTERM, interrupted)
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv[:1] and argv[0] in compile.COMMANDS:      # the compiler's own options: not argparse's
+            return compile.main(argv[0], argv[1:])
         args = parser.parse_args(argv)        # option types raise CliError for a bad value
         if args.version:
             print(version_text())

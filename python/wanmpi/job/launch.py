@@ -19,6 +19,7 @@ runs, the job is ended with an error naming it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from .. import paths, shell
+from .. import install, paths, shell
 from ..testbed import net
 from ..topo import Node, Topology
 from . import host_check, libwanmpi, processes, relays, remote_shell, standing_relays
@@ -186,6 +187,10 @@ class Launcher:
             return f"{self.name}: {self.command_path} not found ({how})"
         return None
 
+    def fortran(self) -> Path | None:
+        """Its Fortran compiler wrapper (`wanmpi mpif90`), or None."""
+        return install.fortran_beside(self.mpicc)
+
     def preloads(self, job: Job) -> list[Path]:
         """Libraries this MPI's ranks need preloaded besides libwanmpi and
         libwanshim (whatever job.wanmpi says), first in LD_PRELOAD."""
@@ -234,29 +239,26 @@ class OpenMPI(Launcher):
 
 
 class MPICH(Launcher):
-    """MPICH 5 (ch4, libfabric's tcp provider), with RMA off
-    (MPIR_CVAR_CH4_OFI_ENABLE_RMA=0; docs/benchmarks.md, "MPICH on par"):
-    with it on, MPICH asks libfabric for FI_DELIVERY_COMPLETE on every send,
-    so a send completes only when the receiver's acknowledgement is back, one
-    round trip per message (20 ms across the WAN: LU's wavefront took 2.7 s
-    per iteration, Open MPI's 0.05 s). Off, sends complete locally (LU 0.056
-    s) and one-sided calls go through active messages.
-    No MPIR_CVAR_ENABLE_HEAVY_YIELD: its progress loop already calls
-    sched_yield (strace), which is what Open MPI's mpi_yield_when_idle does;
-    heavy yield adds a 1 ns nanosleep that the default 50 us timer slack turns
-    into 50 us per wait (ping-pong in a cluster 80-150 us, without it 11 us)
-    and is no faster with 8 ranks on 2 cores (LU 0.071 against 0.056 s).
-    With RMA off, a send completes before the receiver has it, and MPICH's
-    MPI_Finalize does not wait for the other ranks with the tcp provider: a
-    rank could exit with its last message still on the way (1 LU job in 7
-    hung so on 2 busy cores). libwanmpi waits for every rank at MPI_Finalize;
-    jobs without it get the same fence alone, libwanfence, preloaded first
-    (lib/src/fence/fence.c)."""
+    """MPICH 5 (ch4, libfabric's tcp provider); docs/benchmarks.md, "MPICH on par":
+    - RMA off (MPIR_CVAR_CH4_OFI_ENABLE_RMA=0): with it on, every send waits
+      for the receiver's acknowledgement (FI_DELIVERY_COMPLETE), a WAN round
+      trip per message (LU 2.7 s per iteration against 0.056 s off);
+    - no heavy yield: MPICH's progress loop already calls sched_yield, and
+      heavy yield's 1 ns nanosleep costs 50 us of timer slack per wait;
+    - with RMA off a rank could leave MPI_Finalize with its last message on
+      the way (1 LU job in 7 hung): libwanmpi waits for every rank there, and
+      jobs without it preload that fence alone, libwanfence (lib/src/fence)."""
     name = "mpich"
     command_path = paths.MPICH_BIN / "mpiexec.hydra"
     mpicc = paths.MPICH_BIN / "mpicc"
     library = "libmpi.so.12"
     mpiabi = "mpich"
+
+    def fortran(self) -> Path | None:
+        # PyPI's MPICH has no Fortran bindings; in a checkout `make build` makes
+        # a wrapper with Debian's (tests/programs/mpich-fortran.sh)
+        built = paths.BUILD / "mpich-fortran" / "bin" / "mpif90" if paths.BUILD is not None else None
+        return built if self.name == "mpich" and built is not None and built.exists() else super().fortran()
 
     def preloads(self, job: Job) -> list[Path]:
         return [] if job.wanmpi else [paths.libwanfence(self.name)]
@@ -325,10 +327,14 @@ def resolve_program(program: str) -> str:
 
 
 def built_with(program: str) -> list[str]:
-    """The registered MPIs whose library a program is linked against (by
-    soname: several when MPIs share one, none if unknown)."""
-    done = shell.run(["readelf", "-d", program], check=False)
-    return [l.name for l in Launcher.registry.values() if f"[{l.library}]" in done.stdout]
+    """The registered MPIs whose libraries a program is linked against: any
+    libmpi* of the same major version as the MPI's libmpi (a Fortran program
+    of Open MPI needs libmpi_mpifh.so.40 only, one of MPICH libmpichfort.so.12);
+    several when MPIs share one, none if unknown."""
+    needed = re.findall(r"Shared library: \[(libmpi[^\]]*)\]", shell.run(["readelf", "-d", program],
+                                                                          check=False).stdout)
+    return [l.name for l in Launcher.registry.values()
+            if any(n.endswith(".so." + l.library.rsplit(".so.", 1)[1]) for n in needed)]
 
 
 def how_to_build(launcher: Launcher) -> str:
