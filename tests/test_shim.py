@@ -227,6 +227,41 @@ def test_bad_setting_is_reported_and_the_shim_steps_aside(name, value, message):
     assert_paced(rates(done.stdout), "after-set", [], None, OTHER + SAME)
 
 
+def retries(stdout: str) -> dict[tuple[str, str], tuple[str, str]]:
+    """(phase, socket) -> (TCP_RTO_MAX_MS, TCP_USER_TIMEOUT) as shimcheck read them."""
+    return {(l.split()[1], l.split()[2]): (l.split()[3], l.split()[4]) for l in stdout.splitlines()
+            if l.startswith("retry ")}
+
+
+@pytest.mark.parametrize("env, rto_max, user_timeout", [
+    ({}, "1000", "900000"),
+    ({"WANMPI_TCP_RTO_MAX": "5000", "WANMPI_TCP_USER_TIMEOUT": "60000"}, "5000", "60000"),
+    ({"WANMPI_TCP_RTO_MAX": "0", "WANMPI_TCP_USER_TIMEOUT": "0"}, "120000", "0"),      # the kernel's
+])
+def test_wan_sockets_retransmit_through_outages(env, rto_max, user_timeout):
+    """Every TCP socket to another cluster gets the retransmission cap and the
+    user timeout (lib/src/shim/retry.c); sockets inside the cluster keep the
+    kernel's (120 s cap, no user timeout), with or without a rate."""
+    found = retries(shimcheck("pacing", "4000000", env=env).stdout)
+    for phase in ("initial", "after-set"):
+        for name in OTHER:
+            assert found[phase, name] == (rto_max, user_timeout), (phase, name, found[phase, name])
+        for name in ("to-a", "accepted-from-a"):
+            assert found[phase, name] == ("120000", "0"), (phase, name, found[phase, name])
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("WANMPI_TCP_RTO_MAX", "100", "WANMPI_TCP_RTO_MAX=100: expected milliseconds from 200 to 120000, or 0"),
+    ("WANMPI_TCP_RTO_MAX", "1s", "WANMPI_TCP_RTO_MAX=1s: expected milliseconds from 200 to 120000"),
+    ("WANMPI_TCP_RTO_MAX", "200000", "WANMPI_TCP_RTO_MAX=200000: expected milliseconds from 200 to 120000"),
+    ("WANMPI_TCP_USER_TIMEOUT", "-1", "WANMPI_TCP_USER_TIMEOUT=-1: expected milliseconds up to 86400000"),
+])
+def test_bad_retry_setting_is_reported_and_the_shim_steps_aside(name, value, message):
+    done = shimcheck("pacing", str(RATE), env={"WANMPI_PACING_RATE": "1000", name: value})
+    assert message in done.stderr and done.stderr.count("the shim is off in this process") == 1, done.stderr
+    assert retries(done.stdout)["after-set", "to-b"] == ("120000", "0")
+
+
 # ---- topology and launch ------------------------------------------------------------
 BASE = (paths.REPO / "examples" / "two-clusters.toml").read_text()
 

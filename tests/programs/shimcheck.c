@@ -12,7 +12,8 @@
  * dlsym(RTLD_DEFAULT): without the shim preloaded the program still runs.
  *
  * pacing: prints "rate PHASE SOCKET SO_MAX_PACING_RATE TCPI_MAX_PACING_RATE"
- *   for every socket at every phase ("-" = no cap) and "api CALL RESULT".
+ *   and "retry PHASE SOCKET TCP_RTO_MAX_MS TCP_USER_TIMEOUT" for every socket
+ *   at every phase ("-" = no cap) and "api CALL RESULT".
  * errors: prints "call NAME RESULT ERRNO" for calls that fail (and succeed
  *   with errno preset); the output must be the same with and without the shim.
  * threads: connects and closes from several threads while the main thread
@@ -110,6 +111,19 @@ static void show(const char *phase, const char *name, int fd)
     else
         snprintf(ti, sizeof ti, "%llu", (unsigned long long)info.tcpi_max_pacing_rate);
     printf("rate %s %s %s %s\n", phase, name, so, ti);
+    /* retransmission through WAN outages: "retry PHASE SOCKET RTO_MAX_MS USER_TIMEOUT_MS" */
+    int rto = 0, user = 0;
+    socklen_t rlen = sizeof rto, ulen = sizeof user;
+    char r[32], u[32];
+    if (getsockopt(fd, IPPROTO_TCP, 44 /* TCP_RTO_MAX_MS, Linux 6.15+ */, &rto, &rlen))
+        snprintf(r, sizeof r, "error:%s", strerrorname_np(errno));
+    else
+        snprintf(r, sizeof r, "%d", rto);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, &ulen))
+        snprintf(u, sizeof u, "error:%s", strerrorname_np(errno));
+    else
+        snprintf(u, sizeof u, "%d", user);
+    printf("retry %s %s %s %s\n", phase, name, r, u);
 }
 
 struct api {

@@ -92,6 +92,12 @@
                                                          (default 10; then ETIMEDOUT) */
 #define WM_ENV_RELAY_SELECT   "WANMPI_RELAY_SELECT"   /* which relay serves a destination host:
                                                          "address" (default: IPv4 mod N) or "hash" */
+#define WM_ENV_TCP_RTO_MAX    "WANMPI_TCP_RTO_MAX"    /* ms: the longest TCP retransmission interval
+                                                         of a socket to another cluster (200..120000;
+                                                         default 1000; 0: the kernel's 120 s) */
+#define WM_ENV_TCP_USER_TIMEOUT "WANMPI_TCP_USER_TIMEOUT" /* ms such a socket keeps retransmitting
+                                                         before it gives up (default 900000; 0: the
+                                                         kernel's tcp_retries2) */
 #define WM_ENV_NAT_MAP        "WANMPI_NAT_MAP"        /* 1:1 NAT (cloud regions): "PRIVATE=PUBLIC,..."
                                                          IPv4 pairs; a connect to PRIVATE in another
                                                          cluster goes to PUBLIC, an accept or

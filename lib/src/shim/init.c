@@ -131,6 +131,11 @@ static void init_once(void)
         disable(WM_ENV_PACING_RATE, rate_text, problem);
         goto done;
     }
+    const char *retry_name, *retry_value;
+    if ((problem = ws_retry_init(&retry_name, &retry_value)) != NULL) {
+        disable(retry_name, retry_value, problem);
+        goto done;
+    }
     const char *map = getenv(WM_ENV_CLUSTER_MAP);
     const char *self = getenv(WM_ENV_CLUSTER);
     if (self && !*self)

@@ -214,6 +214,8 @@ void ws_socket_connected(int fd, const struct sockaddr *peer, socklen_t len, con
     int rc = apply(fd, rate);
     int err = errno;
     pthread_mutex_unlock(&lock);
+    if (!local)
+        ws_retry_apply(fd);             /* through WAN outages (retry.c) */
     if (ws_debug >= 1) {
         if (rc != 0)
             ws_log("fd %d %s %s (cluster '%s'): setsockopt(SO_MAX_PACING_RATE) failed: %s", fd, how,

@@ -83,6 +83,12 @@ int ws_nat_private(struct sockaddr *addr, socklen_t len);
 
 /* ---- pacing.c ---- */
 void ws_pacing_init(uint64_t wan_rate);     /* before any socket is tracked */
+
+/* retry.c: TCP retransmission through WAN outages. ws_retry_init reads the
+ * settings (NULL, or the problem with *name and *value set); ws_retry_apply
+ * sets them on a TCP socket to another cluster. */
+const char *ws_retry_init(const char **name, const char **value);
+void ws_retry_apply(int fd);
 /* A connect or accept on `fd` succeeded (or is in progress) toward `peer`.
  * Tracks and paces it if it is a TCP socket to another cluster; forgets what
  * was known about `fd` otherwise. */
