@@ -24,7 +24,8 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-esse
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
-	tests/programs/udpcheck.c tests/programs/rmacheck.c tests/programs/rulesplit.c tests/programs/fence.c
+	tests/programs/udpcheck.c tests/programs/rmacheck.c tests/programs/rulesplit.c tests/programs/fence.c \
+	bench/steps.c
 FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90 \
 	bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90 tests/programs/fence_f90.f90
 OPENMPI_FC := /usr/bin/mpif90.openmpi
@@ -168,7 +169,7 @@ demo: build
 PREFIX_DIR := $(if $(filter command line,$(origin PREFIX)),$(PREFIX),/opt/wanmpi)
 INSTALL_MPICC := $(if $(filter command line,$(origin MPICC)),$(MPICC))
 INSTALL_NAME := $(if $(filter command line,$(origin NAME)),$(NAME))
-INSTALL_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c bench/wanflow.c bench/kernels/cg.c \
+INSTALL_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c bench/wanflow.c bench/steps.c bench/kernels/cg.c \
 	bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c tests/programs/where.c \
 	tests/programs/ring.c tests/programs/collcheck.c
 INSTALL_FORTRAN := bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90

@@ -251,9 +251,9 @@ def test_wan_sockets_retransmit_through_outages(env, rto_max, user_timeout):
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("WANMPI_TCP_RTO_MAX", "100", "WANMPI_TCP_RTO_MAX=100: expected milliseconds from 200 to 120000, or 0"),
-    ("WANMPI_TCP_RTO_MAX", "1s", "WANMPI_TCP_RTO_MAX=1s: expected milliseconds from 200 to 120000"),
-    ("WANMPI_TCP_RTO_MAX", "200000", "WANMPI_TCP_RTO_MAX=200000: expected milliseconds from 200 to 120000"),
+    ("WANMPI_TCP_RTO_MAX", "500", "WANMPI_TCP_RTO_MAX=500: expected milliseconds from 1000 to 120000, or 0"),
+    ("WANMPI_TCP_RTO_MAX", "1s", "WANMPI_TCP_RTO_MAX=1s: expected milliseconds from 1000 to 120000"),
+    ("WANMPI_TCP_RTO_MAX", "200000", "WANMPI_TCP_RTO_MAX=200000: expected milliseconds from 1000 to 120000"),
     ("WANMPI_TCP_USER_TIMEOUT", "-1", "WANMPI_TCP_USER_TIMEOUT=-1: expected milliseconds up to 86400000"),
 ])
 def test_bad_retry_setting_is_reported_and_the_shim_steps_aside(name, value, message):

@@ -93,7 +93,7 @@
 #define WM_ENV_RELAY_SELECT   "WANMPI_RELAY_SELECT"   /* which relay serves a destination host:
                                                          "address" (default: IPv4 mod N) or "hash" */
 #define WM_ENV_TCP_RTO_MAX    "WANMPI_TCP_RTO_MAX"    /* ms: the longest TCP retransmission interval
-                                                         of a socket to another cluster (200..120000;
+                                                         of a socket to another cluster (1000..120000;
                                                          default 1000; 0: the kernel's 120 s) */
 #define WM_ENV_TCP_USER_TIMEOUT "WANMPI_TCP_USER_TIMEOUT" /* ms such a socket keeps retransmitting
                                                          before it gives up (default 900000; 0: the

@@ -6,8 +6,8 @@
  * retransmission can be 25 s away, and the job sits idle that long after
  * the link is back (measured: 27.9 s). On every TCP socket to another
  * cluster the shim caps the interval (TCP_RTO_MAX_MS, Linux 6.15 and
- * later: WANMPI_TCP_RTO_MAX, default 1000 ms), so the first retransmission
- * after the link returns comes within that cap. A capped interval would
+ * later: WANMPI_TCP_RTO_MAX, default 1000 ms, the kernel's lowest), so the
+ * first retransmission after the link returns comes within that cap. A capped interval would
  * also make the kernel give up sooner (tcp_retries2 retransmissions: about
  * 14 s at 1 s instead of 15 minutes), so the shim sets TCP_USER_TIMEOUT
  * too (WANMPI_TCP_USER_TIMEOUT, default 900000 ms, the kernel's own give-up
@@ -52,10 +52,10 @@ const char *ws_retry_init(const char **name, const char **value)
         if (!text || !*text)
             continue;
         int ms = parse_ms(text, knobs[i].max);
-        if (ms < 0 || (knobs[i].ms == &rto_max_ms && ms > 0 && ms < 200)) {
+        if (ms < 0 || (knobs[i].ms == &rto_max_ms && ms > 0 && ms < 1000)) {     /* the kernel's floor */
             *name = knobs[i].env;
             *value = text;
-            return knobs[i].ms == &rto_max_ms ? "expected milliseconds from 200 to 120000, or 0 (the kernel's)"
+            return knobs[i].ms == &rto_max_ms ? "expected milliseconds from 1000 to 120000, or 0 (the kernel's)"
                                               : "expected milliseconds up to 86400000, or 0 (the kernel's)";
         }
         *knobs[i].ms = ms;

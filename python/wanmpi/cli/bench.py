@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from .. import units
-from ..bench import coll, kernels, links, pacing, rbudp, relay, report, suite, vpn, wanem
+from ..bench import coll, flap, kernels, links, pacing, rbudp, relay, report, suite, vpn, wanem
 from ..job import launch
 from .options import (CliError, checked_rules, count, delays_ms, names, positive, quantity, ranks, rules_option,
                       topology_for, topology_option)
@@ -20,7 +20,7 @@ def register(commands) -> None:
     bench = commands.add_parser("bench", help="measure the testbed and wanmpi")
     suites = bench.add_subparsers(metavar="SUITE", required=True)
     for add in (register_net, register_emulator, register_coll, register_pacing, register_relay, register_rbudp,
-                register_vpn, register_suite, register_report):
+                register_vpn, register_flap, register_suite, register_report):
         add(suites)
 
 
@@ -123,6 +123,38 @@ def cmd_bench_coll(args) -> int:
     t = topology_for(args)
     return coll.run(t, args.variants, delays, args.ops, sizes, iters, args.ranks, args.map,
                     args.json, args.plots, args.timeout, checked_rules(args.rules, t))
+
+
+# ---- bench flap -------------------------------------------------------------------
+def register_flap(suites) -> None:
+    p = suites.add_parser("flap", help="cut the WAN during a running job: how long it stalls after the link "
+                          "returns, with and without wanmpi")
+    topology_option(p)
+    p.add_argument("--cuts", type=seconds_list, default="5,30", help="outage lengths in seconds (default: 5,30)")
+    p.add_argument("--variants", type=names("--variants", list(flap.VARIANTS)), default="wanmpi,plain",
+                   help="comma-separated subset of: wanmpi, plain (default: both)")
+    p.add_argument("--mpis", type=names("--mpis", list(launch.Launcher.registry)), default="openmpi,mpich",
+                   help="comma-separated subset of: " + ", ".join(launch.Launcher.registry) + " (default: both)")
+    p.add_argument("--reps", type=count("--reps", 1), default=1, help="jobs per cell (default: 1)")
+    p.add_argument("--timeout", type=float, help="per job, seconds (default: the loop's length + 120)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.set_defaults(handler=cmd_bench_flap)
+
+
+def seconds_list(text: str) -> list[float]:
+    """--cuts '5,30': outage lengths, 1 to 600 s."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise CliError(f"--cuts: expected seconds separated by commas, got {text!r}") from None
+    if not values or any(not 1 <= v <= 600 for v in values):
+        raise CliError(f"--cuts: every outage must last 1 to 600 s, got {text!r}")
+    return values
+
+
+def cmd_bench_flap(args) -> int:
+    timeout = args.timeout or flap.LEAD_S + max(args.cuts) + flap.AFTER_S + 120
+    return flap.run(topology_for(args), args.cuts, args.variants, args.mpis, args.reps, args.json, timeout)
 
 
 # ---- bench pacing ----------------------------------------------------------------

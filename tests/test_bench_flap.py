@@ -1,0 +1,34 @@
+"""`wanmpi bench flap` on the testbed: a job survives a WAN cut with its
+results checked, the stall after the links return is measured, and the links
+are up again afterwards (also after a job that failed)."""
+from __future__ import annotations
+
+import json
+
+from conftest import wanmpi
+from wanmpi.testbed import emulator
+
+
+def links_up() -> bool:
+    return all(l[d]["up"] for l in emulator.request({"cmd": "show"})["links"] for d in emulator.DIRECTIONS)
+
+
+def test_flap_measures_the_stall_and_restores_the_links(two_clusters, tmp_path):
+    out = tmp_path / "flap.json"
+    done = wanmpi("bench", "flap", "-t", "examples/two-clusters.toml", "--cuts", "3", "--variants", "wanmpi",
+                  "--mpis", "openmpi", "--json", str(out), timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["bench"] == "flap" and doc["counts"] == {"cases": 1, "ok": 1, "failed": 0}
+    m = doc["cases"][0]["metrics"]
+    assert m["steps"] > 10 and 2.5 <= m["cut_s"] <= 4.5 and m["stall_s"] > 0, m
+    assert "| openmpi | wanmpi | 3 |" in done.stdout
+    assert links_up()
+
+
+def test_flap_restores_the_links_when_the_job_fails(two_clusters, tmp_path):
+    done = wanmpi("bench", "flap", "-t", "examples/two-clusters.toml", "--cuts", "3", "--variants", "plain",
+                  "--mpis", "mpich", "--timeout", "5", timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "failed: steps mpich plain" in done.stdout and "exit status 124" in done.stdout
+    assert links_up()
