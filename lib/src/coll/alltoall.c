@@ -73,9 +73,10 @@ struct wm_pacing {
 static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int ssize,
                        const double *cluster_vol, const double *scale, double cap_per_byte)
 {
-    pc->hosts = malloc((size_t)wc->size * sizeof *pc->hosts);
-    double *vol = calloc((size_t)wc->size, sizeof *vol);
-    int *socks = calloc((size_t)wc->size, sizeof *socks), *cl = calloc((size_t)wc->size, sizeof *cl);
+    int H = wc->nhosts;
+    pc->hosts = malloc((size_t)(H ? H : 1) * sizeof *pc->hosts);
+    double *vol = calloc((size_t)(H ? H : 1), sizeof *vol);
+    int *socks = calloc((size_t)(H ? H : 1), sizeof *socks), *cl = calloc((size_t)(H ? H : 1), sizeof *cl);
     if (!pc->hosts || !vol || !socks || !cl) {
         free(pc->hosts);
         pc->hosts = NULL;
@@ -84,26 +85,23 @@ static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const int
         free(cl);
         return;
     }
-    int n = 0;
-    for (int p = 0; p < wc->size; p++) {
-        uint32_t a = wc->address_of[p];
-        if (wc->cluster_of[p] == wc->my_cluster || counts[p] <= 0 || !a)
+    for (int p = 0; p < wc->size; p++) {        /* the volume and sockets to each host, one pass */
+        int h = wc->host_of[p];
+        if (wc->cluster_of[p] == wc->my_cluster || counts[p] <= 0 || h < 0)
             continue;
-        int h = 0;
-        while (h < n && pc->hosts[h] != a)
-            h++;
-        if (h == n) {
-            pc->hosts[n++] = a;
-            cl[h] = wc->cluster_of[p];
-        }
+        cl[h] = wc->cluster_of[p];
         vol[h] += (double)counts[p] * ssize;
         socks[h]++;
     }
-    for (int h = 0; h < n; h++) {
+    int n = 0;
+    for (int h = 0; h < H; h++) {
+        if (!socks[h])
+            continue;
         double rho = scale[cl[h]] * vol[h] / cluster_vol[cl[h]] / socks[h];
         if (cap_per_byte > 0 && rho > cap_per_byte * vol[h] / socks[h])
             rho = cap_per_byte * vol[h] / socks[h];
-        wm_rate_set_peer(pc->hosts[h], rho < 1000 ? 1000 : (uint64_t)rho);
+        wm_rate_set_peer(wc->host_address[h], rho < 1000 ? 1000 : (uint64_t)rho);
+        pc->hosts[n++] = wc->host_address[h];
     }
     pc->nhosts = n;
     free(vol);

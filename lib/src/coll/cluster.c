@@ -154,6 +154,8 @@ static void destroy(struct wm_comm *wc)
     free(wc->members);
     free(wc->cluster_global);
     free(wc->address_of);
+    free(wc->host_of);
+    free(wc->host_address);
     wm_rules_release(wc);
     free(wc);
 }
@@ -209,6 +211,26 @@ static void *checked_calloc(size_t n, size_t size)
     return p;
 }
 
+/* The distinct hosts of the ranks (host_of, host_address, nhosts), so
+ * that the pacing of a collective can group its sockets by host in one
+ * pass (several ranks of a node share its sockets' destination). Once per
+ * communicator: P x hosts comparisons at most. */
+static void index_hosts(struct wm_comm *wc)
+{
+    wc->host_of = checked_calloc((size_t)wc->size, sizeof(int));
+    wc->host_address = checked_calloc((size_t)wc->size, sizeof(uint32_t));
+    wc->nhosts = 0;
+    for (int r = 0; r < wc->size; r++) {
+        uint32_t a = wc->address_of[r];
+        int h = 0;
+        while (a && h < wc->nhosts && wc->host_address[h] != a)
+            h++;
+        if (a && h == wc->nhosts)
+            wc->host_address[wc->nhosts++] = a;
+        wc->host_of[r] = a ? h : -1;
+    }
+}
+
 /* Each rank's cluster name (into `names`, [size]) and address, in one exchange. */
 static int exchange_identities(MPI_Comm comm, struct wm_comm *wc, char (*names)[WM_CLUSTER_NAME_MAX])
 {
@@ -227,6 +249,7 @@ static int exchange_identities(MPI_Comm comm, struct wm_comm *wc, char (*names)[
             wc->address_of[r] = who[r].address;
             wc->rules_differ |= who[r].rules != mine.rules;
         }
+        index_hosts(wc);
     }
     free(who);
     return rc;

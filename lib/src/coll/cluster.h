@@ -30,6 +30,9 @@ struct wm_comm {
     int *cluster_global;       /* [nclusters] index in the job-wide cluster table (statistics) */
     uint32_t *address_of;      /* [size] each rank's address in its cluster's network (IPv4,
                                   network order; 0: unknown, e.g. clusters named by rank) */
+    int *host_of;              /* [size] index of each rank's host in host_address; -1: unknown */
+    uint32_t *host_address;    /* [nhosts] the distinct addresses, in order of their lowest rank */
+    int nhosts;
     int lanes;                 /* k, WAN senders per cluster (WANMPI_LANES); 0: automatic */
     int tag_ub;
     int rules_differ;          /* the ranks read different rules files */

@@ -394,56 +394,58 @@ static double ring_rate(const struct red *r, int x, double nic, double *wan_shar
 static void pace_wan_hosts(struct red_pacing *pc, const struct red *r, double nic)
 {
     const struct wm_comm *wc = r->wc;
-    int C = wc->nclusters;
+    int C = wc->nclusters, H = wc->nhosts;
     double *to_cluster = calloc((size_t)C, sizeof *to_cluster);
     double *from_me = calloc((size_t)wc->size * 2, sizeof *from_me), *wan_in = from_me + wc->size;
-    pc->hosts = malloc((size_t)wc->size * sizeof *pc->hosts);
-    if (!to_cluster || !from_me || !pc->hosts) {
+    double *rate = malloc((size_t)(H ? H : 1) * sizeof *rate);
+    int *cluster = malloc((size_t)(H ? H : 1) * sizeof *cluster);
+    pc->hosts = malloc((size_t)(H ? H : 1) * sizeof *pc->hosts);
+    if (!to_cluster || !from_me || !rate || !cluster || !pc->hosts) {
         free(pc->hosts);
         pc->hosts = NULL;
         goto out;
     }
     wan_volumes(r, to_cluster, from_me, wan_in);
+    for (int h = 0; h < H; h++)
+        rate[h] = -1;
+    /* the sockets to a host: the smallest rate any of its ranks allows, one pass */
     for (int q = 0; q < wc->size; q++) {
-        uint32_t a = wc->address_of[q];
-        if (from_me[q] <= 0 || !a)
+        int h = wc->host_of[q], x = wc->cluster_of[q];
+        if (from_me[q] <= 0 || h < 0)
             continue;
-        int h = 0;
-        while (h < pc->nhosts && pc->hosts[h] != a)
-            h++;
-        if (h < pc->nhosts)
-            continue;                   /* a host of several ranks: done at its first */
+        double wan_share, ring = ring_rate(r, x, nic, &wan_share);
+        double budget = 2 * 0.95 * nic * wan_share;
+        if (budget > OVERCOMMIT * 0.95 * nic - ring)
+            budget = OVERCOMMIT * 0.95 * nic - ring;
+        if (budget > 0.95 * nic)
+            budget = 0.95 * nic;
+        double mine = budget * from_me[q] / wan_in[q];
+        double link = 0.95 * wm_link_rate(wc, x) * from_me[q] / to_cluster[x];
+        if (link > 0 && link < mine)
+            mine = link;
+        if (rate[h] < 0)
+            cluster[h] = x;
+        if (rate[h] < 0 || mine < rate[h])
+            rate[h] = mine;
+    }
+    for (int h = 0; h < H; h++) {
+        if (rate[h] < 0)
+            continue;
+        uint32_t a = wc->host_address[h];
         pc->hosts[pc->nhosts++] = a;
-        /* the sockets to this host: the smallest rate any of its ranks allows */
-        double rate = -1;
-        for (int q2 = q; q2 < wc->size; q2++) {
-            if (wc->address_of[q2] != a || from_me[q2] <= 0)
-                continue;
-            int x = wc->cluster_of[q2];
-            double wan_share, ring = ring_rate(r, x, nic, &wan_share);
-            double budget = 2 * 0.95 * nic * wan_share;
-            if (budget > OVERCOMMIT * 0.95 * nic - ring)
-                budget = OVERCOMMIT * 0.95 * nic - ring;
-            if (budget > 0.95 * nic)
-                budget = 0.95 * nic;
-            double mine = budget * from_me[q2] / wan_in[q2];
-            double link = 0.95 * wm_link_rate(wc, x) * from_me[q2] / to_cluster[x];
-            if (link > 0 && link < mine)
-                mine = link;
-            if (rate < 0 || mine < rate)
-                rate = mine;
-        }
-        wm_rate_set_peer(a, (uint64_t)(rate < 1000 ? 1000 : rate));
+        wm_rate_set_peer(a, (uint64_t)(rate[h] < 1000 ? 1000 : rate[h]));
         if (WM_DEBUG_ON(1)) {
             char host[INET_ADDRSTRLEN];
             inet_ntop(AF_INET, &a, host, sizeof host);
             wm_debug(1, "allreduce: pace my sockets to %s (cluster %s) at %.0f B/s", host,
-                     wm_cluster_name(wc->cluster_global[wc->cluster_of[q]]), rate);
+                     wm_cluster_name(wc->cluster_global[cluster[h]]), rate[h]);
         }
     }
 out:
     free(to_cluster);
     free(from_me);
+    free(rate);
+    free(cluster);
 }
 
 /* Allreduce (WANMPI_ALLREDUCE_RATE=auto): a rank receives the ring from its
