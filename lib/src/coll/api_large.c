@@ -31,6 +31,18 @@ static int as_ints(const MPI_Count *counts, const MPI_Aint *displs, int n, int *
     return 1;
 }
 
+/* Room for `per_rank` ints per rank of an intracommunicator (*n: its size);
+ * NULL, *n = 0, for an intercommunicator or MPI_COMM_NULL, whose calls go to
+ * the MPI as they are (it reports a bad one). */
+static int *room(MPI_Comm comm, int per_rank, int *n)
+{
+    int inter = 1;
+    *n = 0;
+    if (comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter)
+        PMPI_Comm_size(comm, n);
+    return *n > 0 ? malloc(sizeof(int) * (size_t)per_rank * (size_t)*n) : NULL;
+}
+
 int MPI_Bcast_c(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm)
 {
     return fits(count) ? wm_bcast(buf, (int)count, type, root, comm) : PMPI_Bcast_c(buf, count, type, root, comm);
@@ -70,11 +82,7 @@ int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendt
 int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                      const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    int inter = 1, n = 0;
-    if (comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter)
-        PMPI_Comm_size(comm, &n);
-    int *recv = n > 0 ? malloc(sizeof(int) * 2 * (size_t)n) : NULL;
-    int rc;
+    int n, rc, *recv = room(comm, 2, &n);
     if (recv && recvcounts && displs && as_ints(recvcounts, displs, n, recv) &&
         (sendbuf == MPI_IN_PLACE || fits(sendcount)))
         rc = wm_allgatherv(sendbuf, fits(sendcount) ? (int)sendcount : 0, sendtype, recvbuf, recv, recv + n,
@@ -98,11 +106,7 @@ int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
                     MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
                     MPI_Datatype recvtype, MPI_Comm comm)
 {
-    int inter = 1, n = 0;
-    if (comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter)
-        PMPI_Comm_size(comm, &n);
-    int *send = n > 0 ? malloc(sizeof(int) * 4 * (size_t)n) : NULL, *recv = send ? send + 2 * n : NULL;
-    int rc;
+    int n, rc, *send = room(comm, 4, &n), *recv = send ? send + 2 * n : NULL;
     if (send && recvcounts && rdispls && as_ints(recvcounts, rdispls, n, recv) &&
         (sendbuf == MPI_IN_PLACE || (sendcounts && sdispls && as_ints(sendcounts, sdispls, n, send))))
         rc = sendbuf == MPI_IN_PLACE
