@@ -3,7 +3,7 @@
 Usage: python mpi4py_check.py buffer|pickle [--seed S] [--big-bytes B]
 
 buffer: the buffer API on NumPy arrays (comm.Bcast, Allreduce, Reduce,
-  Allgather, Alltoall, Reduce_scatter_block, Barrier; in place too) for every
+  Allgather, Allgatherv, Alltoall, Reduce_scatter_block, Barrier; in place too) for every
   common dtype and counts from 0 up, each result compared element by element
   with what this rank computes itself from every rank's data. Every rank
   derives every rank's data from (seed, rank, call), so nothing is trusted
@@ -103,6 +103,12 @@ def buffer_api(seed, big):
         calls += 1
         same(f"Alltoall {dtype} x{per}", got,
              np.concatenate([every[r][rank * per:(rank + 1) * per] for r in range(size)]))
+        counts = [per * ((7 * r + 3) % 4) for r in range(size)]      # irregular, some ranks none
+        displs = [sum(counts[:r]) for r in range(size)]
+        got = np.empty(sum(counts), dtype)
+        comm.Allgatherv(every[rank][:counts[rank]], [got, counts, displs, MPI._typedict[np.dtype(dtype).char]])
+        calls += 1
+        same(f"Allgatherv {dtype} x{per}", got, np.concatenate([every[r][:counts[r]] for r in range(size)]))
         got = np.empty(per, dtype)
         comm.Reduce_scatter_block(every[rank][:per * size], got, op=MPI.SUM)
         calls += 1
