@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import REPO, WANMPI, program, wanmpi
-from wanmpi.job import launch
+from wanmpi.job import launch, programs
 from wanmpi.testbed import net
 
 
@@ -147,7 +147,7 @@ def test_compiler_wrappers_build_for_the_mpi_named(tmp_path, mpi, command, sourc
     select = ["--mpi", mpi] if command == "mpicc" else [f"--mpi={mpi}"]
     done = wanmpi(command, *select, "-O2", "-o", str(out), str(REPO / source), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert launch.built_with(str(out)) == [mpi]
+    assert programs.built_with(str(out)) == [mpi]
 
 
 @pytest.mark.parametrize("args, message", [

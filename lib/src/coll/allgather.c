@@ -98,20 +98,26 @@ static void *block_in(void *recvbuf, const int *displs, const struct wm_layout *
     return (char *)recvbuf + (MPI_Aint)displs[b] * rl->extent;
 }
 
-/* Byte length and place of every block: in place in recvbuf (contiguous
- * type: *packed = 0, *data set) or packed in rank order into a new buffer
- * (*packed = 1). Returns the total bytes. */
+/* Whether blocks of this receive type must travel packed (their elements
+ * are not size bytes apart). */
+static int must_pack(const struct wm_layout *rl)
+{
+    return !(rl->true_extent == rl->size && rl->extent == rl->size);
+}
+
+/* Byte length and place of every block: in place in recvbuf (`packed` 0, a
+ * contiguous type: *data points into it) or packed in rank order into a new
+ * buffer (`packed` 1: *data is it). Returns the total bytes. */
 static int64_t blocks(const struct wm_comm *wc, void *recvbuf, const int *recvcounts, const int *displs,
-                      const struct wm_layout *rl, int64_t *at, int64_t *len, int *packed, char **data)
+                      const struct wm_layout *rl, int packed, int64_t *at, int64_t *len, char **data)
 {
     int64_t total = 0;
-    *packed = !(rl->true_extent == rl->size && rl->extent == rl->size);
     for (int b = 0; b < wc->size; b++) {
         len[b] = (int64_t)recvcounts[b] * rl->size;
-        at[b] = *packed ? total : (int64_t)displs[b] * rl->extent;
+        at[b] = packed ? total : (int64_t)displs[b] * rl->extent;
         total += len[b];
     }
-    *data = *packed ? malloc((size_t)(total ? total : 1)) : (char *)recvbuf + rl->true_lb;
+    *data = packed ? malloc((size_t)(total ? total : 1)) : (char *)recvbuf + rl->true_lb;
     if (!*data)
         wm_fatal("out of memory: %lld bytes for an allgather", (long long)total);
     return total;
@@ -152,14 +158,15 @@ int wm_allgatherv_multilane(const struct wm_comm *wc, const void *sendbuf, int s
                             void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype)
 {
     struct wm_layout rl;
-    int rc = wm_layout(recvtype, 2, &rl), packed;
+    int rc = wm_layout(recvtype, 2, &rl);
     if (rc != MPI_SUCCESS)
         return rc;
     int64_t *at = malloc(2 * sizeof(int64_t) * (size_t)wc->size);
     if (!at)
         wm_fatal("out of memory for an allgather of %d ranks", wc->size);
     struct gather g = { .wc = wc, .at = at, .len = at + wc->size };
-    int64_t total = blocks(wc, recvbuf, recvcounts, displs, &rl, g.at, g.len, &packed, &g.data), longest = 0;
+    int packed = must_pack(&rl);
+    int64_t total = blocks(wc, recvbuf, recvcounts, displs, &rl, packed, g.at, g.len, &g.data), longest = 0;
     for (int b = 0; b < wc->size; b++)
         longest = g.len[b] > longest ? g.len[b] : longest;
     if (total == 0)
@@ -201,19 +208,16 @@ int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int 
     if (rc != MPI_SUCCESS)
         return rc;
     /* everything as packed bytes: everyone's in rank order (at), and by cluster, in member order */
-    int64_t *at = malloc(3 * sizeof(int64_t) * (size_t)P), *len = at + P, *in_cluster = at + 2 * P, total = 0;
+    int64_t *at = malloc(3 * sizeof(int64_t) * (size_t)P), *len = at + P, *in_cluster = at + 2 * P;
     int *counts = malloc(sizeof(int) * (size_t)(2 * C + 2 * wc->cluster_size[X]));
     if (!at || !counts)
         wm_fatal("out of memory for an allgather of %d ranks", P);
     int *displs_c = counts + C, *local_counts = counts + 2 * C, *local_displs = local_counts + wc->cluster_size[X];
-    for (int b = 0; b < P; b++) {
-        len[b] = (int64_t)recvcounts[b] * rl.size;
-        at[b] = total;
-        total += len[b];
-    }
-    for (int x = 0, d = 0; x < C; x++) {
-        displs_c[x] = d;
-        for (int i = 0, off = 0; i < wc->cluster_size[x]; i++) {
+    char *all;
+    int64_t total = blocks(wc, recvbuf, recvcounts, displs, &rl, 1, at, len, &all);
+    for (int x = 0, d = 0; x < C; x++) {         /* cluster x's blocks at displs_c[x], in member order */
+        int off = 0;
+        for (int i = 0; i < wc->cluster_size[x]; i++) {
             int b = wc->members[x][i];
             in_cluster[b] = d + off;
             if (x == X) {
@@ -222,14 +226,13 @@ int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int 
             }
             off += (int)len[b];
         }
-        counts[x] = 0;
-        for (int i = 0; i < wc->cluster_size[x]; i++)
-            counts[x] += (int)len[wc->members[x][i]];
-        d += counts[x];
+        displs_c[x] = d;
+        counts[x] = off;
+        d += off;
     }
-    char *all = malloc((size_t)(total ? total : 1)), *by_cluster = malloc((size_t)(total ? total : 1));
-    if (!all || !by_cluster)
-        wm_fatal("out of memory: %lld bytes for an allgather", (long long)(2 * total));
+    char *by_cluster = malloc((size_t)(total ? total : 1));
+    if (!by_cluster)
+        wm_fatal("out of memory: %lld bytes for an allgather", (long long)total);
     if (total == 0)
         goto out;
     if ((rc = own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &rl, all, total,

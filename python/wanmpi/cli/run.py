@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..job import launch, mpi4py, placement, tcpstats
+from ..job import launch, mpi4py, placement, programs, tcpstats
 from .options import (CliError, checked_rules, env_setting, mpi_name, ranks, rules_option, slurm_option, topology_for,
                       topology_option)
 
@@ -45,9 +45,9 @@ def register(commands) -> None:
 
 def cmd_run(args) -> int:
     t = topology_for(args)
-    program = launch.resolve_program(args.program)
+    program = programs.resolve_program(args.program)
     mpi = launch.launcher(args.mpi)
-    others = launch.built_with(program)
+    others = programs.built_with(program)
     if others and mpi.name not in others:
         raise CliError(f"{args.program} is built with {' or '.join(others)} but --mpi is {mpi.name}: "
                        f"build it with {mpi.mpicc} or run it with --mpi {others[0]}")
@@ -71,7 +71,7 @@ def check_mpi4py(program: str, mpi: launch.Launcher, env: dict[str, str]) -> Non
     where = mpi4py.package(program, env) if mpi4py.is_python(program) else None
     built_for = mpi4py.sonames(where) if where else set()
     if built_for and mpi.library not in built_for:
-        names = [l.name for l in launch.Launcher.registry.values() if l.library in built_for] or sorted(built_for)
+        names = programs.mpis_of(built_for) or sorted(built_for)
         raise CliError(f"{program} imports mpi4py from {where}, built for {' or '.join(names)}, but --mpi is "
                        f"{mpi.name} ({mpi.library}): install an mpi4py for {mpi.name} (docs/mpi4py.md) or run "
                        f"with --mpi {names[0]}")

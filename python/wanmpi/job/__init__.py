@@ -4,6 +4,8 @@ and what TCP did and needs on its nodes.
 
   launch.py     registered launchers (Open MPI, MPICH), Job, run_job
   placement.py  the node of every rank (--map)
+  programs.py   the program: where it is, which MPI it is built with
+  mpi4py.py     Python programs: which MPIs their mpi4py is built for
   libwanmpi.py  the libraries a job preloads (libwanmpi, libwanshim) and their environment
   relays.py     the relays of a job: wanrelay's configuration, processes, counters
   tcpstats.py   TCP counters of the job's nodes before and after it

@@ -19,8 +19,6 @@ runs, the job is ended with an error naming it.
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -266,8 +264,9 @@ class MPICH(Launcher):
     def rank_environment(self, job: Job) -> dict[str, str]:
         env = {**self.base_environment(job), "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
                "MPIR_CVAR_CH4_OFI_ENABLE_RMA": "0", **job.rank_environment(self.name)}
-        if self.preloads(job):
-            env["LD_PRELOAD"] = ":".join([*map(str, self.preloads(job)), *filter(None, [env.get("LD_PRELOAD")])])
+        preloads = self.preloads(job)
+        if preloads:
+            env["LD_PRELOAD"] = ":".join([*map(str, preloads), *filter(None, [env.get("LD_PRELOAD")])])
         return env
 
     def hostfile_text(self, job: Job) -> str:
@@ -311,32 +310,6 @@ def launcher(name: str) -> Launcher:
 
 
 # ---- checks -----------------------------------------------------------------
-def resolve_program(program: str) -> str:
-    """Absolute path of the program, or LaunchError naming what is wrong."""
-    path = Path(program)
-    if "/" not in program:
-        found = shutil.which(program)
-        if found is None:
-            raise LaunchError(f"program {program!r} not found (not a file here and not on PATH)")
-        path = Path(found)
-    if not path.exists():
-        raise LaunchError(f"program {program!r} not found")
-    if path.is_dir() or not os.access(path, os.X_OK):
-        raise LaunchError(f"program {program!r} is not an executable file")
-    return os.path.abspath(path)        # not resolve(): a venv's python is a symlink that must stay one
-
-
-def built_with(program: str) -> list[str]:
-    """The registered MPIs whose libraries a program is linked against: any
-    libmpi* of the same major version as the MPI's libmpi (a Fortran program
-    of Open MPI needs libmpi_mpifh.so.40 only, one of MPICH libmpichfort.so.12);
-    several when MPIs share one, none if unknown."""
-    needed = re.findall(r"Shared library: \[(libmpi[^\]]*)\]", shell.run(["readelf", "-d", program],
-                                                                          check=False).stdout)
-    return [l.name for l in Launcher.registry.values()
-            if any(n.endswith(".so." + l.library.rsplit(".so.", 1)[1]) for n in needed)]
-
-
 def how_to_build(launcher: Launcher) -> str:
     """The command that builds wanmpi's libraries for this MPI."""
     return f"`make install MPICC=<its mpicc> NAME={launcher.name}`" if paths.PREFIX is not None else "`make lib`"

@@ -14,7 +14,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from .. import shell
+from . import programs
 
 PYTHON = re.compile(r"python[0-9.]*$")
 FIND = ("import importlib.util, os; s = importlib.util.find_spec('mpi4py'); "
@@ -40,8 +40,4 @@ def package(python: str, env: dict[str, str]) -> Path | None:
 
 def sonames(where: Path) -> set[str]:
     """The libmpi sonames the builds of mpi4py's MPI extension in `where` link with."""
-    found = set()
-    for extension in where.glob("MPI*.so"):
-        dynamic = shell.run(["readelf", "-d", str(extension)], check=False).stdout
-        found.update(re.findall(r"Shared library: \[(libmpi[^\]]*)\]", dynamic))
-    return found
+    return set().union(*(programs.libmpi_needed(str(extension)) for extension in where.glob("MPI*.so")))

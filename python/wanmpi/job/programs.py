@@ -1,0 +1,46 @@
+"""The program a job runs, checked before anything starts: where it is, and
+which registered MPI it is built with (by the libmpi sonames it needs)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from .. import shell
+from .launch import LaunchError, Launcher
+
+
+def resolve_program(program: str) -> str:
+    """Absolute path of the program, or LaunchError naming what is wrong."""
+    path = Path(program)
+    if "/" not in program:
+        found = shutil.which(program)
+        if found is None:
+            raise LaunchError(f"program {program!r} not found (not a file here and not on PATH)")
+        path = Path(found)
+    if not path.exists():
+        raise LaunchError(f"program {program!r} not found")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise LaunchError(f"program {program!r} is not an executable file")
+    return os.path.abspath(path)        # not resolve(): a venv's python is a symlink that must stay one
+
+
+def libmpi_needed(binary: str) -> set[str]:
+    """The libmpi* sonames a program or library is linked against (readelf)."""
+    dynamic = shell.run(["readelf", "-d", binary], check=False).stdout
+    return set(re.findall(r"Shared library: \[(libmpi[^\]]*)\]", dynamic))
+
+
+def mpis_of(sonames: set[str]) -> list[str]:
+    """The registered MPIs those sonames belong to: any libmpi* of the same
+    major version as the MPI's libmpi (a Fortran program of Open MPI needs
+    libmpi_mpifh.so.40 only, one of MPICH libmpichfort.so.12); several when
+    MPIs share one, none if unknown."""
+    return [l.name for l in Launcher.registry.values()
+            if any(n.endswith(".so." + l.library.rsplit(".so.", 1)[1]) for n in sonames)]
+
+
+def built_with(program: str) -> list[str]:
+    """The registered MPIs whose libraries a program is linked against."""
+    return mpis_of(libmpi_needed(program))
