@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from conftest import wanmpi
+from wanmpi import paths
 from wanmpi.testbed import emulator
 
 
@@ -31,4 +32,23 @@ def test_flap_restores_the_links_when_the_job_fails(two_clusters, tmp_path):
                   "--mpis", "mpich", "--timeout", "5", timeout=300)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "failed: steps mpich plain" in done.stdout and "exit status 124" in done.stdout
+    assert links_up()
+
+
+def test_a_relayed_job_survives_a_cut_longer_than_the_trunks_idle_timeout(two_clusters, tmp_path):
+    """Through relays, a 25 s cut outlasts the trunks' idle_timeout (20 s):
+    each trunk's session is suspended and resumed on a new connection, every
+    stream intact (the job's sums are checked), instead of the job dying."""
+    out = tmp_path / "flap.json"
+    done = wanmpi("bench", "flap", "-t", "examples/two-clusters.toml", "--cuts", "25", "--variants", "relayed",
+                  "--mpis", "openmpi", "--json", str(out), timeout=400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    m = json.loads(out.read_text())["cases"][0]["metrics"]
+    assert m["steps"] > 10 and 24 <= m["cut_s"] <= 27 and 0 < m["stall_s"] < 10, m
+    kept = paths.STATE_DIR / "relay-logs"
+    for relay in ("a-relay0", "b-relay0"):
+        metrics = [l for l in (kept / f"{relay}.metrics").read_text().splitlines() if not l.startswith("#")]
+        resumed = [l for l in metrics if l.startswith("wanrelay_trunk_resumes_total")]
+        assert resumed and all(float(l.split()[-1]) >= 1 for l in resumed), metrics
+        assert not [l for l in metrics if l.startswith("wanrelay_trunk_closes_total")], metrics
     assert links_up()

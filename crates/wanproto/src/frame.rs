@@ -13,6 +13,7 @@
 //! |---|---|---|---|
 //! | 0x01 | HELLO | 0 | see [`Hello`], 52..=178 bytes |
 //! | 0x02 | AUTH | 0 | 32-byte HMAC-SHA256 |
+//! | 0x03 | RESUME | 0 | u64: bytes of the peer's sequenced frames received in the session |
 //! | 0x10 | OPEN | new id | 38 bytes: families, ports, addresses (as the preamble's bytes 8..48, without bytes 14..16); or 54: the same and a 16-byte [`BlastRequest`] |
 //! | 0x11 | OPEN_OK | id | empty |
 //! | 0x12 | DATA | id | 1..=[`MAX_DATA_PAYLOAD`] bytes |
@@ -22,7 +23,12 @@
 //! | 0x20 | PING | 0 | 8 opaque bytes |
 //! | 0x21 | PONG | 0 | the 8 bytes of the PING it answers |
 //! | 0x22 | GOAWAY | 0 | u8 [`CloseCode`], u32 last stream id the sender accepted |
+//! | 0x23 | ACK | 0 | u64: bytes of the peer's sequenced frames received in the session |
 //! | 0x30 | RBUDP | 0 | one RBUDP control message (1..=[`MAX_DATA_PAYLOAD`] bytes, [`crate::rbudp`]) |
+//!
+//! *Sequenced* frames (all but HELLO, AUTH, RESUME, PING, PONG and ACK)
+//! are counted by their encoded length; a resumable session replays them
+//! after a reconnect (docs/wanproto.md, "Resumption").
 //!
 //! The decoder rejects a frame as soon as its header is wrong (unknown
 //! type, flags, stream id 0 or not 0, a length that is not allowed for the
@@ -35,7 +41,7 @@ use thiserror::Error;
 
 pub use crate::wire::{
     Role, StreamId, FRAME_HEADER_LEN, MAC_LEN, MAX_DATA_PAYLOAD, MAX_HELLO_LEN, MAX_NAME_LEN,
-    MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN, TRUNK_MAGIC, TRUNK_VERSION,
+    MAX_WINDOW, MIN_INITIAL_WINDOW, NONCE_LEN, SESSION_ID_LEN, TRUNK_MAGIC, TRUNK_VERSION,
 };
 
 use crate::blast_request::{BlastRequest, BlastRequestError};
@@ -44,6 +50,7 @@ use crate::wire::{Decoded, HELLO_FIXED_LEN, OPEN_BLAST_LEN, OPEN_LEN};
 
 const T_HELLO: u8 = 0x01;
 const T_AUTH: u8 = 0x02;
+const T_RESUME: u8 = 0x03;
 const T_OPEN: u8 = 0x10;
 const T_OPEN_OK: u8 = 0x11;
 const T_DATA: u8 = 0x12;
@@ -53,6 +60,7 @@ const T_RESET: u8 = 0x15;
 const T_PING: u8 = 0x20;
 const T_PONG: u8 = 0x21;
 const T_GOAWAY: u8 = 0x22;
+const T_ACK: u8 = 0x23;
 const T_RBUDP: u8 = 0x30;
 
 /// The first frame each side sends.
@@ -64,7 +72,8 @@ const T_RBUDP: u8 = 0x30;
 /// | 0 | 4 | magic "WANT" |
 /// | 4 | 1 | version, 1 |
 /// | 5 | 1 | role: 1 initiator, 2 acceptor |
-/// | 6 | 2 | reserved, 0 |
+/// | 6 | 1 | flags: 1 resumable (the sender keeps sessions), 2 resume (this HELLO resumes a session) |
+/// | 7 | 1 | reserved, 0 |
 /// | 8 | 32 | nonce (random, fresh for every connection) |
 /// | 40 | 4 | max_streams: streams the receiver of this HELLO may have open that it opened, >= 1 |
 /// | 44 | 4 | initial_window: credit of every new stream, 1024..=[`MAX_WINDOW`] |
@@ -72,6 +81,7 @@ const T_RBUDP: u8 = 0x30;
 /// | 49 | n | relay name |
 /// | 49+n | 1 | cluster length m, 1..=64 |
 /// | 50+n | m | cluster name |
+/// | 50+n+m | 16 | session id, only with flag 2 |
 ///
 /// Names are 1..=64 characters from `A-Z a-z 0-9 . _ -`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,7 +99,16 @@ pub struct Hello {
     pub name: String,
     /// Sender's cluster name.
     pub cluster: String,
+    /// The sender keeps this connection's session through a reconnect.
+    pub resumable: bool,
+    /// The session this connection resumes (its id), if it does.
+    pub resume: Option<[u8; SESSION_ID_LEN]>,
 }
+
+/// HELLO flag: the sender keeps sessions.
+const HELLO_RESUMABLE: u8 = 1;
+/// HELLO flag: this HELLO resumes the session whose id follows the names.
+const HELLO_RESUME: u8 = 2;
 
 /// One decoded frame. DATA borrows its payload from the input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +119,18 @@ pub enum Frame<'a> {
     Auth {
         /// HMAC-SHA256 over the handshake transcript.
         mac: [u8; MAC_LEN],
+    },
+    /// Resumption, after AUTH: how much of the session's sequenced
+    /// frames the sender has received from the receiver.
+    Resume {
+        /// Bytes received.
+        received: u64,
+    },
+    /// Acknowledgement: how much of the session's sequenced frames the
+    /// sender has received (the receiver may forget them).
+    Ack {
+        /// Bytes received.
+        received: u64,
     },
     /// Open a stream to `destination` on behalf of `source`.
     Open {
@@ -257,6 +288,7 @@ fn frame_rule(ty: u8) -> Option<(usize, usize, bool)> {
     Some(match ty {
         T_HELLO => (HELLO_FIXED_LEN + 2, MAX_HELLO_LEN, false),
         T_AUTH => (MAC_LEN, MAC_LEN, false),
+        T_RESUME | T_ACK => (8, 8, false),
         T_OPEN => (OPEN_LEN, OPEN_BLAST_LEN, true),
         T_OPEN_OK | T_FIN => (0, 0, true),
         T_DATA => (1, MAX_DATA_PAYLOAD, true),
@@ -351,6 +383,14 @@ fn decode_payload<'a>(header: &Header, p: &'a [u8]) -> Result<Frame<'a>, FrameEr
             mac.copy_from_slice(p);
             Frame::Auth { mac }
         }
+        T_RESUME | T_ACK => {
+            let received = u64::from_be_bytes(p[..8].try_into().expect("8 bytes"));
+            if header.ty == T_RESUME {
+                Frame::Resume { received }
+            } else {
+                Frame::Ack { received }
+            }
+        }
         T_OPEN => decode_open(stream, p)?,
         T_OPEN_OK => Frame::OpenOk { stream },
         T_DATA => Frame::Data { stream, payload: p },
@@ -405,9 +445,15 @@ fn decode_hello(p: &[u8]) -> Result<Hello, FrameError> {
         2 => Role::Acceptor,
         r => return Err(FrameError::BadRole(r)),
     };
-    if p[6] != 0 || p[7] != 0 {
+    let flags = p[6];
+    if flags & !(HELLO_RESUMABLE | HELLO_RESUME) != 0 || p[7] != 0 {
         return Err(FrameError::NonZeroReserved);
     }
+    let session_len = if flags & HELLO_RESUME != 0 {
+        SESSION_ID_LEN
+    } else {
+        0
+    };
     let mut nonce = [0u8; NONCE_LEN];
     nonce.copy_from_slice(&p[8..40]);
     let max_streams = u32::from_be_bytes([p[40], p[41], p[42], p[43]]);
@@ -418,11 +464,13 @@ fn decode_hello(p: &[u8]) -> Result<Hello, FrameError> {
     let n = p[48] as usize;
     let name_end = 49 + n;
     let m = *p.get(name_end).ok_or(FrameError::BadHelloLength)? as usize;
-    if name_end + 1 + m != p.len() {
+    let cluster_end = name_end + 1 + m;
+    if cluster_end + session_len != p.len() {
         return Err(FrameError::BadHelloLength);
     }
     let name = std::str::from_utf8(&p[49..name_end]).map_err(|_| FrameError::BadName)?;
-    let cluster = std::str::from_utf8(&p[name_end + 1..]).map_err(|_| FrameError::BadName)?;
+    let cluster =
+        std::str::from_utf8(&p[name_end + 1..cluster_end]).map_err(|_| FrameError::BadName)?;
     if !valid_name(name) || !valid_name(cluster) {
         return Err(FrameError::BadName);
     }
@@ -433,6 +481,9 @@ fn decode_hello(p: &[u8]) -> Result<Hello, FrameError> {
         initial_window,
         name: name.to_owned(),
         cluster: cluster.to_owned(),
+        resumable: flags & HELLO_RESUMABLE != 0,
+        resume: (session_len > 0)
+            .then(|| p[cluster_end..].try_into().expect("length checked above")),
     })
 }
 
@@ -507,8 +558,9 @@ impl Frame<'_> {
     pub fn encoded_len(&self) -> usize {
         FRAME_HEADER_LEN
             + match self {
-                Frame::Hello(h) => HELLO_FIXED_LEN + h.name.len() + h.cluster.len(),
+                Frame::Hello(h) => hello_len(h),
                 Frame::Auth { .. } => MAC_LEN,
+                Frame::Resume { .. } | Frame::Ack { .. } => 8,
                 Frame::Open { blast: None, .. } => OPEN_LEN,
                 Frame::Open { blast: Some(_), .. } => OPEN_BLAST_LEN,
                 Frame::OpenOk { .. } | Frame::Fin { .. } => 0,
@@ -534,6 +586,14 @@ impl Frame<'_> {
             Frame::Auth { mac } => {
                 header(out, T_AUTH, 0, MAC_LEN);
                 out.extend_from_slice(mac);
+            }
+            Frame::Resume { received } => {
+                header(out, T_RESUME, 0, 8);
+                out.extend_from_slice(&received.to_be_bytes());
+            }
+            Frame::Ack { received } => {
+                header(out, T_ACK, 0, 8);
+                out.extend_from_slice(&received.to_be_bytes());
             }
             Frame::Open {
                 stream,
@@ -591,14 +651,16 @@ fn encode_hello(out: &mut Vec<u8>, h: &Hello) {
         valid_name(&h.name) && valid_name(&h.cluster),
         "invalid HELLO name"
     );
-    header(
-        out,
-        T_HELLO,
-        0,
-        HELLO_FIXED_LEN + h.name.len() + h.cluster.len(),
-    );
+    header(out, T_HELLO, 0, hello_len(h));
+    let mut flags = 0;
+    if h.resumable {
+        flags |= HELLO_RESUMABLE;
+    }
+    if h.resume.is_some() {
+        flags |= HELLO_RESUME;
+    }
     out.extend_from_slice(&TRUNK_MAGIC);
-    out.extend_from_slice(&[TRUNK_VERSION, h.role.code(), 0, 0]);
+    out.extend_from_slice(&[TRUNK_VERSION, h.role.code(), flags, 0]);
     out.extend_from_slice(&h.nonce);
     out.extend_from_slice(&h.max_streams.to_be_bytes());
     out.extend_from_slice(&h.initial_window.to_be_bytes());
@@ -606,6 +668,20 @@ fn encode_hello(out: &mut Vec<u8>, h: &Hello) {
     out.extend_from_slice(h.name.as_bytes());
     out.push(h.cluster.len() as u8);
     out.extend_from_slice(h.cluster.as_bytes());
+    if let Some(id) = &h.resume {
+        out.extend_from_slice(id);
+    }
+}
+
+fn hello_len(h: &Hello) -> usize {
+    HELLO_FIXED_LEN + h.name.len() + h.cluster.len() + h.resume.map_or(0, |_| SESSION_ID_LEN)
+}
+
+/// Whether a frame of type byte `ty` is sequenced: counted, acknowledged
+/// and replayed after a resumption (everything but the handshake, the
+/// keepalive and the acknowledgements).
+pub fn is_sequenced(ty: u8) -> bool {
+    !matches!(ty, T_HELLO | T_AUTH | T_RESUME | T_PING | T_PONG | T_ACK)
 }
 
 fn encode_open(
@@ -666,6 +742,8 @@ mod tests {
             initial_window: 65536,
             name: "b-relay0".into(),
             cluster: "b".into(),
+            resumable: true,
+            resume: Some([7; 16]),
         }));
         round_trip(Frame::Auth { mac: [9; 32] });
         round_trip(Frame::Open {

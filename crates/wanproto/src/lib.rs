@@ -55,7 +55,7 @@ pub use auth::{KeyError, PresharedKey};
 pub use blast_request::{BlastRequest, BlastRequestError};
 pub use connection::{
     Config, ConfigError, ConnectionError, ConnectionStats, Event, OpenError, PeerInfo, ReadOutcome,
-    StreamError, StreamStats, TrunkConnection,
+    StreamError, StreamStats, TrunkConnection, MIN_RESUME_BUFFER,
 };
 pub use pacer::Pacer;
 pub use preamble::{BlastUpdate, Inside, Preamble, PreambleError, Reply};

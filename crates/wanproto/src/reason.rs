@@ -161,6 +161,9 @@ pub enum CloseCode {
     Version,
     /// 10: too many control frames queued (a peer that sends but never reads).
     Flood,
+    /// 11: a HELLO resumes a session this relay does not have (restarted,
+    /// or the session expired).
+    UnknownSession,
     /// Any other code, kept as received.
     Other(u8),
 }
@@ -180,6 +183,7 @@ impl CloseCode {
             CloseCode::Shutdown => 8,
             CloseCode::Version => 9,
             CloseCode::Flood => 10,
+            CloseCode::UnknownSession => 11,
             CloseCode::Other(c) => c,
         }
     }
@@ -198,6 +202,7 @@ impl CloseCode {
             8 => CloseCode::Shutdown,
             9 => CloseCode::Version,
             10 => CloseCode::Flood,
+            11 => CloseCode::UnknownSession,
             c => CloseCode::Other(c),
         }
     }
@@ -217,6 +222,7 @@ impl fmt::Display for CloseCode {
             CloseCode::Shutdown => "shutting down",
             CloseCode::Version => "unsupported protocol version",
             CloseCode::Flood => "control frame flood",
+            CloseCode::UnknownSession => "unknown session",
             CloseCode::Other(c) => return write!(f, "close code {c}"),
         };
         f.write_str(name)

@@ -81,8 +81,10 @@ pub const MAC_LEN: usize = 32;
 pub const MAX_NAME_LEN: usize = 64;
 /// Fixed part of a HELLO payload (without the two names).
 pub(crate) const HELLO_FIXED_LEN: usize = 50;
-/// Largest HELLO payload.
-pub const MAX_HELLO_LEN: usize = HELLO_FIXED_LEN + 2 * MAX_NAME_LEN;
+/// Length of a trunk session id (in a resuming HELLO).
+pub const SESSION_ID_LEN: usize = 16;
+/// Largest HELLO payload (a resuming one, with its session id).
+pub const MAX_HELLO_LEN: usize = HELLO_FIXED_LEN + 2 * MAX_NAME_LEN + SESSION_ID_LEN;
 /// Smallest initial window a HELLO may announce.
 pub const MIN_INITIAL_WINDOW: u32 = 1024;
 /// Length of an OPEN payload without a blast request.

@@ -56,6 +56,8 @@ fn frame_strategy() -> impl Strategy<Value = (u8, u32, Vec<u8>, SocketAddr, Sock
                     initial_window,
                     name,
                     cluster,
+                    resumable: init,
+                    resume: (nonce[0] & 1 == 1).then_some([nonce[1]; 16]),
                 },
             ),
     )

@@ -127,6 +127,8 @@ impl App {
                 Event::StreamWritable { .. }
                 | Event::Authenticated(_)
                 | Event::GoAway
+                | Event::Suspended { .. }
+                | Event::Resumed { .. }
                 | Event::Rbudp { .. } => {}
                 Event::Closed { error } => panic!("connection closed: {error:?}"),
             }
@@ -633,8 +635,20 @@ fn keepalive_keeps_an_idle_trunk_up_and_measures_rtt() {
 
 #[test]
 fn a_silent_peer_is_declared_dead_within_the_idle_timeout() {
-    let mut p = Pair::with_link(LinkParams::wan(), 10);
+    // Without resumption (resume_timeout 0) the connection closes.
+    let mut ca = Config::new("a-relay0", "a");
+    ca.resume_timeout = 0;
+    let (k, l) = (harness::key(7), harness::key(7));
+    let mut p = Pair::new(
+        ca,
+        Config::new("b-relay0", "b"),
+        k,
+        l,
+        LinkParams::wan(),
+        10,
+    );
     assert!(p.handshake());
+    assert_eq!(p.a.session_id(), None);
     let id = p.a.open_stream(dest(1), src()).unwrap();
     let start = p.now;
     p.ba.up = false; // b dies: nothing more arrives at a
@@ -654,6 +668,38 @@ fn a_silent_peer_is_declared_dead_within_the_idle_timeout() {
         p.a.open_stream(dest(2), src()),
         Err(OpenError::ConnectionClosed)
     );
+}
+
+#[test]
+fn a_silent_peer_suspends_a_resumable_session_until_resume_timeout() {
+    let mut p = Pair::with_link(LinkParams::wan(), 10);
+    assert!(p.handshake());
+    assert!(p.a.session_id().is_some());
+    assert_eq!(p.a.session_id(), p.b.session_id());
+    let id = p.a.open_stream(dest(1), src()).unwrap();
+    let start = p.now;
+    p.ba.up = false;
+    p.ab.up = false;
+    assert!(p.run_until(start + 30 * SEC, |p| p.a.is_suspended()));
+    let c = Config::new("x", "y");
+    assert!(p.now - start <= c.idle_timeout + MS);
+    assert!(p.events_a.contains(&Event::Suspended {
+        error: ConnectionError::IdleTimeout
+    }));
+    // Streams stay usable: writes are buffered for the resumption.
+    assert_eq!(p.a.write(id, b"x"), Ok(1));
+    assert!(p.a.open_stream(dest(2), src()).is_ok());
+    assert!(
+        p.run_until(start + c.idle_timeout + c.resume_timeout + SEC, |p| p
+            .a
+            .is_closed())
+    );
+    assert!(p.events_a.contains(&Event::Closed {
+        error: Some(ConnectionError::ResumeTimeout(Box::new(
+            ConnectionError::IdleTimeout
+        )))
+    }));
+    assert_eq!(p.a.write(id, b"x"), Err(StreamError::ConnectionClosed));
 }
 
 #[test]

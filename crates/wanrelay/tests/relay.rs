@@ -344,7 +344,10 @@ async fn a_stream_to_the_relays_own_listener_is_refused() {
     assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::NotMember));
     assert!(
         w.b()
-            .wait_log("destination is one of this relay's own listeners", Duration::from_secs(2))
+            .wait_log(
+                "destination is one of this relay's own listeners",
+                Duration::from_secs(2)
+            )
             .await,
         "{}",
         w.b().log_text()
@@ -364,24 +367,43 @@ async fn a_flood_of_refusals_is_counted_but_logged_a_few_times_a_second() {
     let dest = Dest::new("127.0.2.1").await;
     for _ in 0..60 {
         let mut c = connect_via(w.a.inside, "127.0.9.1", dest.addr, b"").await;
-        assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::SourceMismatch));
+        assert_eq!(
+            read_reply(&mut c).await,
+            Reply::Refused(Reason::SourceMismatch)
+        );
     }
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut c = connect_via(w.a.inside, "127.0.9.1", dest.addr, b"").await;
-    assert_eq!(read_reply(&mut c).await, Reply::Refused(Reason::SourceMismatch));
+    assert_eq!(
+        read_reply(&mut c).await,
+        Reply::Refused(Reason::SourceMismatch)
+    );
     assert!(w.a.wait_log("skipped=", Duration::from_secs(2)).await);
     let log = w.a.log_text();
     let lines = log.matches("inside connection refused").count();
-    assert!((2..=20).contains(&lines), "{lines} refusal lines for 61 refusals:\n{log}");
+    assert!(
+        (2..=20).contains(&lines),
+        "{lines} refusal lines for 61 refusals:\n{log}"
+    );
     let skipped: u64 = log
         .lines()
         .filter(|l| l.contains("inside connection refused"))
-        .filter_map(|l| l.split("skipped=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+        .filter_map(|l| {
+            l.split("skipped=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
         .sum();
     assert_eq!(skipped + lines as u64, 61, "{log}");
     let page = w.a.scrape().await;
     assert_eq!(
-        metric(&page, "wanrelay_inside_refused_total{reason=\"source_mismatch\"}"),
+        metric(
+            &page,
+            "wanrelay_inside_refused_total{reason=\"source_mismatch\"}"
+        ),
         Some(61.0)
     );
 }
@@ -652,8 +674,10 @@ fn config_errors_and_key_file_permissions_give_exit_codes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_far_relay_is_detected_by_the_idle_timeout() {
+    // Without session resumption (resume_timeout 0) silence ends the trunk.
     let mut w = world(WorldOptions {
-        tables: "[trunk]\nkeepalive = \"300ms\"\nidle_timeout = \"1500ms\"\n",
+        tables:
+            "[trunk]\nkeepalive = \"300ms\"\nidle_timeout = \"1500ms\"\nresume_timeout = \"0s\"\n",
         ..Default::default()
     });
     w.wait_trunks(1).await;
@@ -682,6 +706,78 @@ async fn a_frozen_far_relay_is_detected_by_the_idle_timeout() {
     // It comes back on its own once the far relay runs again.
     w.wait_trunks(1).await;
     let _ = w.b.as_mut();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_far_relay_suspends_the_trunk_and_streams_resume_when_it_returns() {
+    let w = world(WorldOptions {
+        tables: "[trunk]\nkeepalive = \"300ms\"\nidle_timeout = \"1500ms\"\n",
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let mut c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (mut s, _) = dest.accept().await;
+    // Bytes both ways before, during and after 3 s of silence (a cut).
+    let mut rng = 0x5eed_u64;
+    let mut chunk = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                rng = rng
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (rng >> 33) as u8
+            })
+            .collect()
+    };
+    let (before, during, after) = (chunk(300_000), chunk(200_000), chunk(100_000));
+    c.write_all(&before).await.unwrap();
+    w.b().signal("STOP");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        w.a.log_text().contains("session suspended"),
+        "{}",
+        w.a.log_text()
+    );
+    c.write_all(&during).await.unwrap();
+    let t0 = Instant::now();
+    w.b().signal("CONT");
+    c.write_all(&after).await.unwrap();
+    let want = [before, during, after].concat();
+    let mut got = vec![0u8; want.len()];
+    tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut got))
+        .await
+        .expect("the stream resumed")
+        .unwrap();
+    assert!(
+        got == want,
+        "bytes lost, duplicated or reordered across the resumption"
+    );
+    println!(
+        "stream moving again {:.0} ms after the far relay woke",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    s.write_all(b"back").await.unwrap();
+    let mut buf = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(5), c.read_exact(&mut buf))
+        .await
+        .expect("reply")
+        .unwrap();
+    assert_eq!(&buf, b"back");
+    assert!(
+        w.a.log_text().contains("session resumed"),
+        "{}",
+        w.a.log_text()
+    );
+    let page = w.a.scrape().await;
+    assert_eq!(
+        metric(
+            &page,
+            "wanrelay_trunk_resumes_total{peer=\"b0\",trunk=\"0\"}"
+        ),
+        Some(1.0),
+        "{page}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,10 @@ time), and whether the job survived. The links are restored whatever happens
 (also on failure or Ctrl-C: the runner puts the link settings back too).
 
 Variants: `wanmpi` (libwanmpi and libwanshim, whose WAN sockets cap TCP's
-retransmission interval) and `plain` (the MPI alone).
+retransmission interval), `plain` (the MPI alone) and `relayed` (wanmpi with
+every cross-cluster connection through one relay per cluster, whose trunks
+resume their sessions on new connections after an outage: docs/wanrelay.md,
+"Session resumption").
 """
 from __future__ import annotations
 
@@ -24,12 +27,13 @@ from .. import paths
 from ..job import placement
 from ..testbed import emulator
 from ..topo import Topology
-from .cases import BenchError, Case, plan
+from .cases import BASE, BenchError, Case, plan, with_relays
 from .job_output import job_output
 from .results import exit_status, finish, markdown_table, now_iso
 from .runner import Runner
 
-VARIANTS = {"wanmpi": True, "plain": False}
+VARIANTS = {"wanmpi": (True, False), "plain": (False, False), "relayed": (True, True)}   # (libwanmpi, relays)
+RELAYED = with_relays(1, public=True)
 LEAD_S = 8.0                    # job start-up and a few steps before the cut
 AFTER_S = 15.0                  # the loop runs this long past the cut's end (the stall must fit)
 
@@ -62,7 +66,8 @@ def execute(case: Case, t: Topology, cut_s: float, timeout: float) -> dict:
     cutter = threading.Thread(target=outage, daemon=True)
     cutter.start()
     try:
-        text, _ = job_output(t, case.mpi, argv, nodes, wanmpi=VARIANTS[case.variant], timeout=timeout)
+        wanmpi, relayed = VARIANTS[case.variant]
+        text, _ = job_output(t, case.mpi, argv, nodes, wanmpi=wanmpi, use_relays=relayed, timeout=timeout)
     finally:
         cutter.join()
     rows = [json.loads(l) for l in text.splitlines() if l.startswith("{")]
@@ -97,6 +102,7 @@ def run(base: Topology, cuts: list[float], variants: list[str], mpis: list[str],
     if not base.emulated or not base.links:
         raise BenchError(f"{base.source}: the flap benchmark needs the emulated testbed with a WAN link to cut")
     cases = [c for cut in cuts for c in plan(["steps"], variants, mpis, [None], reps,
+                                              topology_of=lambda v: RELAYED if v == "relayed" else BASE,
                                               params=lambda k, cut=cut: (("cut", cut),))]
     settings = {"cuts_s": cuts, "variants": variants, "mpis": mpis, "reps": reps, "lead_s": LEAD_S,
                 "after_s": AFTER_S, "bytes": 1 << 20, "timeout_s": timeout}

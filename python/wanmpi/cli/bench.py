@@ -128,11 +128,12 @@ def cmd_bench_coll(args) -> int:
 # ---- bench flap -------------------------------------------------------------------
 def register_flap(suites) -> None:
     p = suites.add_parser("flap", help="cut the WAN during a running job: how long it stalls after the link "
-                          "returns, with and without wanmpi")
+                          "returns, with and without wanmpi, direct and relayed")
     topology_option(p)
     p.add_argument("--cuts", type=seconds_list, default="5,30", help="outage lengths in seconds (default: 5,30)")
-    p.add_argument("--variants", type=names("--variants", list(flap.VARIANTS)), default="wanmpi,plain",
-                   help="comma-separated subset of: wanmpi, plain (default: both)")
+    p.add_argument("--variants", type=names("--variants", list(flap.VARIANTS)), default="wanmpi,plain,relayed",
+                   help="comma-separated subset of: wanmpi, plain, relayed (through one relay per cluster) "
+                        "(default: all)")
     p.add_argument("--mpis", type=names("--mpis", list(launch.Launcher.registry)), default="openmpi,mpich",
                    help="comma-separated subset of: " + ", ".join(launch.Launcher.registry) + " (default: both)")
     p.add_argument("--reps", type=count("--reps", 1), default=1, help="jobs per cell (default: 1)")

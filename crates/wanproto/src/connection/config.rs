@@ -8,6 +8,8 @@ use crate::wire::{MAX_DATA_PAYLOAD, MAX_WINDOW, MIN_INITIAL_WINDOW};
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000 * MS;
+/// Smallest replay buffer: a few of the largest frames.
+pub const MIN_RESUME_BUFFER: u64 = 1024 * 1024;
 
 /// Settings of one trunk connection. [`Config::new`](crate::Config::new) gives the documented
 /// defaults; [`TrunkConnection::new`](crate::TrunkConnection::new) validates.
@@ -44,6 +46,16 @@ pub struct Config {
     /// Silence after which the connection is declared dead. Default 20 s
     /// (so a dead relay ends its MPI job well within 30 s).
     pub idle_timeout: u64,
+    /// How long a session whose transport was lost (or went silent for
+    /// `idle_timeout`) is kept for a resumption on a new transport, its
+    /// streams intact; 0 disables resumption (the connection closes at
+    /// once, as before). Both ends must enable it. Default 15 min (as
+    /// long as a direct WAN connection survives an outage).
+    pub resume_timeout: u64,
+    /// Sent sequenced frames kept until the peer acknowledges them (the
+    /// replay buffer): at most this much is unacknowledged at once.
+    /// Must exceed the trunk's bandwidth-delay product. Default 64 MiB.
+    pub resume_buffer: u64,
     /// Bytes of control frames (RESET, GOAWAY, handshake) allowed to wait
     /// for transmission; beyond it the peer is flooding us without
     /// reading and the connection is closed. Default 1 MiB.
@@ -66,6 +78,8 @@ impl Config {
             handshake_timeout: 10 * SEC,
             keepalive_interval: 5 * SEC,
             idle_timeout: 20 * SEC,
+            resume_timeout: 15 * 60 * SEC,
+            resume_buffer: 64 * 1024 * 1024,
             max_control_queue: 1024 * 1024,
         }
     }
@@ -118,6 +132,9 @@ impl Config {
         {
             return Err(ConfigError::Timeouts);
         }
+        if self.resume_timeout > 0 && self.resume_buffer < MIN_RESUME_BUFFER {
+            return Err(ConfigError::ResumeBuffer(self.resume_buffer));
+        }
         if self.max_control_queue < 4096 {
             return Err(ConfigError::ControlQueue(self.max_control_queue));
         }
@@ -164,6 +181,9 @@ pub enum ConfigError {
     /// A zero timeout, or keepalive not shorter than the idle timeout.
     #[error("timeouts must be non-zero and keepalive_interval < idle_timeout")]
     Timeouts,
+    /// `resume_buffer` below [`MIN_RESUME_BUFFER`] with resumption on.
+    #[error("resume_buffer {0} must be at least 1 MiB")]
+    ResumeBuffer(u64),
     /// `max_control_queue` below 4096.
     #[error("max_control_queue {0} must be at least 4096")]
     ControlQueue(usize),

@@ -56,6 +56,14 @@ pub enum ConnectionError {
     /// Control frames queued beyond [`Config::max_control_queue`](crate::Config::max_control_queue).
     #[error("control frames queued beyond the limit (peer does not read)")]
     ControlFlood,
+    /// A resumption the peer does not know (it restarted, or the session
+    /// expired there); or a fresh connection asked to resume.
+    #[error("the session to resume is unknown")]
+    UnknownSession,
+    /// A suspended session was not resumed within `resume_timeout`; the
+    /// error that suspended it.
+    #[error("not resumed in time after: {0}")]
+    ResumeTimeout(Box<ConnectionError>),
 }
 
 impl ConnectionError {
@@ -73,6 +81,8 @@ impl ConnectionError {
             ConnectionError::PeerClosed(c) | ConnectionError::LocallyClosed(c) => *c,
             ConnectionError::TransportClosed => CloseCode::Internal,
             ConnectionError::ControlFlood => CloseCode::Flood,
+            ConnectionError::UnknownSession => CloseCode::UnknownSession,
+            ConnectionError::ResumeTimeout(_) => CloseCode::Timeout,
         }
     }
 }
@@ -198,6 +208,20 @@ pub enum Event {
         /// Why, unless graceful.
         error: Option<ConnectionError>,
     },
+    /// The transport was lost (or a resumption attempt failed) but the
+    /// session is kept: streams stay, writes are buffered, and the
+    /// connection waits for [`crate::TrunkConnection::begin_resume`] on a
+    /// new transport until `resume_timeout` (then [`Event::Closed`]).
+    Suspended {
+        /// What ended the transport.
+        error: ConnectionError,
+    },
+    /// A suspended session resumed on a new transport; `replayed` bytes of
+    /// sequenced frames are sent again.
+    Resumed {
+        /// Bytes replayed to the peer.
+        replayed: u64,
+    },
 }
 
 /// What [`TrunkConnection::read`](crate::TrunkConnection::read) found.
@@ -236,6 +260,12 @@ pub struct ConnectionStats {
     pub resets_received: u64,
     /// Frames for streams already closed, dropped.
     pub frames_ignored: u64,
+    /// Times the session was suspended (transport lost, kept for resumption).
+    pub suspends: u64,
+    /// Times the session resumed on a new transport.
+    pub resumes: u64,
+    /// Bytes of sequenced frames sent again after resumptions.
+    pub replayed: u64,
 }
 
 /// Counters of one stream.

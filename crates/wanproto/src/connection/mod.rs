@@ -38,17 +38,23 @@
 
 mod config;
 mod event;
+mod resume;
+mod session;
+mod state;
 mod stream;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
-pub use self::config::{Config, ConfigError};
+pub use self::config::{Config, ConfigError, MIN_RESUME_BUFFER};
 pub use self::event::{
     ConnectionError, ConnectionStats, Event, OpenError, PeerInfo, ReadOutcome, StreamError,
     StreamStats,
 };
 
+use self::session::Session;
+pub use self::state::TrunkConnection;
+use self::state::{Room, State};
 use self::stream::{SendEnd, Stream};
 use crate::auth::PresharedKey;
 use crate::blast_request::BlastRequest;
@@ -57,68 +63,6 @@ use crate::reason::{CloseCode, Reason};
 use crate::wire::{
     Decoded, Role, StreamId, FRAME_HEADER_LEN, MAX_DATA_PAYLOAD, MAX_WINDOW, NONCE_LEN,
 };
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Handshake,
-    Established,
-    Closed,
-}
-
-/// What one `poll_transmit` call may still emit: `out` grew from `start`,
-/// against `max_len`.
-#[derive(Clone, Copy, Debug)]
-struct Room {
-    start: usize,
-    max_len: usize,
-}
-
-impl Room {
-    /// Bytes emitted in this call.
-    fn used(self, out: &[u8]) -> usize {
-        out.len() - self.start
-    }
-
-    /// Whether a frame of `len` bytes goes out now: it fits, or it is the
-    /// first of the call (a control frame is never cut).
-    fn fits(self, out: &[u8], len: usize) -> bool {
-        self.used(out) == 0 || self.used(out) + len <= self.max_len
-    }
-}
-
-/// One trunk connection. See the [module documentation](self).
-#[derive(Debug)]
-pub struct TrunkConnection {
-    config: Config,
-    role: Role,
-    key: PresharedKey,
-    state: State,
-    created_at: u64,
-    last_input: u64,
-    our_hello: Vec<u8>,
-    peer: Option<PeerInfo>,
-    peer_hello: Option<Vec<u8>>,
-    inbuf: Vec<u8>,
-    control: VecDeque<Vec<u8>>,
-    control_bytes: usize,
-    pong_pending: Option<[u8; 8]>,
-    ping_pending: bool,
-    ping_seq: u64,
-    ping_outstanding: Option<(u64, Option<u64>)>,
-    rtt: Option<u64>,
-    streams: HashMap<StreamId, Stream>,
-    ctrl_queue: VecDeque<StreamId>,
-    send_queue: VecDeque<StreamId>,
-    next_local_id: u64,
-    last_peer_stream: StreamId,
-    local_streams: u32,
-    remote_streams: u32,
-    pool_used: u64,
-    going_away_sent: bool,
-    going_away_received: bool,
-    events: VecDeque<Event>,
-    stats: ConnectionStats,
-}
 
 impl TrunkConnection {
     /// A new connection in the handshake; its HELLO is queued for
@@ -145,6 +89,8 @@ impl TrunkConnection {
             initial_window: config.min_stream_window,
             name: config.name.clone(),
             cluster: config.cluster.clone(),
+            resumable: config.resume_timeout > 0,
+            resume: None,
         });
         let mut our_hello = Vec::with_capacity(hello.encoded_len());
         hello.encode(&mut our_hello);
@@ -159,6 +105,7 @@ impl TrunkConnection {
             peer: None,
             peer_hello: None,
             inbuf: Vec::new(),
+            handshake_out: VecDeque::from([our_hello.clone()]),
             control: VecDeque::new(),
             control_bytes: 0,
             pong_pending: None,
@@ -174,12 +121,15 @@ impl TrunkConnection {
             local_streams: 0,
             remote_streams: 0,
             pool_used: 0,
+            peer_resumable: false,
+            peer_resumes: false,
             going_away_sent: false,
             going_away_received: false,
             events: VecDeque::new(),
             stats: ConnectionStats::default(),
+            session: Session::new(now),
         };
-        c.push_control(our_hello);
+        c.our_hello = our_hello;
         Ok(c)
     }
 
@@ -274,12 +224,13 @@ impl TrunkConnection {
     /// Feeds bytes read from the trunk socket. Any amount, split anywhere.
     /// Errors close the connection ([`Event::Closed`]).
     pub fn handle_input(&mut self, now: u64, mut data: &[u8]) {
-        if self.state == State::Closed {
+        self.session.now = now;
+        if !self.has_transport() {
             return;
         }
         self.last_input = now;
         self.stats.bytes_received += data.len() as u64;
-        while !data.is_empty() && self.state != State::Closed {
+        while !data.is_empty() && self.has_transport() {
             if self.inbuf.is_empty() {
                 match frame::decode(data) {
                     Ok(Decoded::Complete(f, n)) => {
@@ -321,8 +272,16 @@ impl TrunkConnection {
         }
     }
 
-    /// The TCP connection reached EOF or failed.
-    pub fn handle_transport_closed(&mut self) {
+    /// The peer closed its end of the transport (EOF) without GOAWAY: its
+    /// process ended (an exiting process closes its sockets; a network
+    /// outage never does), so the session is not kept: the connection
+    /// closes, as without resumption.
+    /// A resumption's transport that ends so only sends the session back
+    /// to suspended.
+    pub fn handle_transport_finished(&mut self) {
+        if self.state == State::Resuming {
+            return self.suspend(ConnectionError::TransportClosed);
+        }
         if self.state != State::Closed {
             self.fail(ConnectionError::TransportClosed);
         }
@@ -330,39 +289,66 @@ impl TrunkConnection {
         self.control_bytes = 0;
     }
 
+    /// The transport failed (a reset, a timeout, an unreachable path). A
+    /// resumable session is suspended ([`Event::Suspended`]) for a
+    /// resumption on a new transport; otherwise the connection closes.
+    pub fn handle_transport_closed(&mut self) {
+        match self.state {
+            State::Established | State::Resuming => self.suspend(ConnectionError::TransportClosed),
+            State::Suspended | State::Closed => {}
+            State::Handshake => self.fail(ConnectionError::TransportClosed),
+        }
+        if self.state == State::Closed {
+            self.control.clear();
+            self.control_bytes = 0;
+        }
+    }
+
     /// When [`TrunkConnection::handle_timeout`] must be called next.
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.state {
             State::Closed => None,
-            State::Handshake => Some(
+            State::Suspended => Some(self.resume_deadline()),
+            State::Handshake | State::Resuming => Some(
                 (self.created_at + self.config.handshake_timeout)
                     .min(self.last_input + self.config.idle_timeout),
             ),
             State::Established => {
                 let idle = self.last_input + self.config.idle_timeout;
-                if self.ping_outstanding.is_some() {
-                    Some(idle)
+                let t = if self.ping_outstanding.is_some() {
+                    idle
                 } else {
-                    Some(idle.min(self.last_input + self.config.keepalive_interval))
-                }
+                    idle.min(self.last_input + self.config.keepalive_interval)
+                };
+                Some(self.session.ack_deadline().map_or(t, |a| a.min(t)))
             }
         }
     }
 
     /// Handles expired timers: handshake and idle timeouts, keepalive PING.
     pub fn handle_timeout(&mut self, now: u64) {
+        self.session.now = now;
         match self.state {
             State::Closed => {}
-            State::Handshake => {
-                if now >= self.created_at + self.config.handshake_timeout {
-                    self.fail(ConnectionError::HandshakeTimeout);
+            State::Suspended => self.handle_suspended_timeout(now),
+            State::Handshake | State::Resuming => {
+                let error = if now >= self.created_at + self.config.handshake_timeout {
+                    ConnectionError::HandshakeTimeout
                 } else if now >= self.last_input + self.config.idle_timeout {
-                    self.fail(ConnectionError::IdleTimeout);
+                    ConnectionError::IdleTimeout
+                } else {
+                    return;
+                };
+                if self.state == State::Resuming {
+                    self.suspend(error);
+                } else {
+                    self.fail(error);
                 }
             }
             State::Established => {
+                self.session.on_timer(now);
                 if now >= self.last_input + self.config.idle_timeout {
-                    self.fail(ConnectionError::IdleTimeout);
+                    self.suspend(ConnectionError::IdleTimeout);
                 } else if self.ping_outstanding.is_none()
                     && now >= self.last_input + self.config.keepalive_interval
                 {
@@ -396,6 +382,7 @@ impl TrunkConnection {
     /// than `max_len`); a pacer accounts for it as debt. Streams share the
     /// link round-robin, one DATA frame at a time.
     pub fn poll_transmit_into(&mut self, now: u64, out: &mut Vec<u8>, max_len: usize) -> usize {
+        self.session.now = now;
         if max_len == 0 {
             return 0;
         }
@@ -438,7 +425,7 @@ impl TrunkConnection {
         match self.state {
             State::Closed => return Err(OpenError::ConnectionClosed),
             State::Handshake => return Err(OpenError::NotEstablished),
-            State::Established => {}
+            State::Established | State::Suspended | State::Resuming => {}
         }
         if self.going_away_sent || self.going_away_received {
             return Err(OpenError::GoingAway);
@@ -584,7 +571,9 @@ impl TrunkConnection {
     pub fn go_away(&mut self) {
         match self.state {
             State::Closed => {}
-            State::Handshake => self.fail(ConnectionError::LocallyClosed(CloseCode::NoError)),
+            State::Handshake | State::Suspended | State::Resuming => {
+                self.fail(ConnectionError::LocallyClosed(CloseCode::NoError));
+            }
             State::Established => {
                 if !self.going_away_sent {
                     self.going_away_sent = true;
@@ -612,8 +601,10 @@ impl TrunkConnection {
     /// connection closed, or if the message is empty or longer than
     /// 65536 bytes.
     pub fn send_rbudp(&mut self, message: &[u8]) -> Result<(), StreamError> {
-        if self.state != State::Established
-            || message.is_empty()
+        if !matches!(
+            self.state,
+            State::Established | State::Suspended | State::Resuming
+        ) || message.is_empty()
             || message.len() > MAX_DATA_PAYLOAD
         {
             return Err(StreamError::ConnectionClosed);
@@ -633,6 +624,9 @@ impl TrunkConnection {
         if self.peer.is_none() || self.state == State::Handshake {
             return None;
         }
+        if let Some((hi, ha)) = &self.session.first_hellos {
+            return Some(self.key.export(label, hi, ha));
+        }
         let (hi, ha) = self.transcript();
         Some(self.key.export(label, hi, ha))
     }
@@ -641,12 +635,16 @@ impl TrunkConnection {
 
     fn handle_frame(&mut self, now: u64, f: Frame<'_>, raw: &[u8]) {
         self.stats.frames_received += 1;
+        if self.state == State::Established && frame::is_sequenced(raw[0]) {
+            self.session.on_received(now, raw.len());
+        }
         if let Frame::GoAway { code, .. } = f {
             return self.handle_go_away(code);
         }
         match self.state {
-            State::Closed => {}
+            State::Closed | State::Suspended => {}
             State::Handshake => self.handle_handshake_frame(f, raw),
+            State::Resuming => self.handle_resume_frame(now, f, raw),
             State::Established => {
                 if let Err(e) = self.handle_stream_frame(now, f) {
                     self.fail(e);
@@ -666,6 +664,8 @@ impl TrunkConnection {
                     return self.fail(ConnectionError::Protocol("peer echoed our nonce"));
                 }
                 self.peer_hello = Some(raw.to_vec());
+                self.peer_resumable = h.resumable;
+                self.peer_resumes = h.resume.is_some();
                 self.peer = Some(PeerInfo {
                     name: h.name,
                     cluster: h.cluster,
@@ -674,7 +674,7 @@ impl TrunkConnection {
                 });
                 let (hi, ha) = self.transcript();
                 let mac = self.key.auth_mac(self.role, hi, ha);
-                self.push_frame(&Frame::Auth { mac });
+                self.push_handshake(&Frame::Auth { mac });
             }
             (Frame::Auth { mac }, true) => {
                 let (hi, ha) = self.transcript();
@@ -691,6 +691,11 @@ impl TrunkConnection {
                         });
                     }
                 }
+                if self.peer_resumes {
+                    // The listener found no session of this id here.
+                    return self.fail(ConnectionError::UnknownSession);
+                }
+                self.start_session(self.peer_resumable);
                 self.state = State::Established;
                 self.events.push_back(Event::Authenticated(peer));
             }
@@ -745,9 +750,10 @@ impl TrunkConnection {
 
     fn handle_stream_frame(&mut self, now: u64, f: Frame<'_>) -> Result<(), ConnectionError> {
         match f {
-            Frame::Hello(_) | Frame::Auth { .. } => Err(ConnectionError::Protocol(
-                "handshake frame after the handshake",
-            )),
+            Frame::Hello(_) | Frame::Auth { .. } | Frame::Resume { .. } => Err(
+                ConnectionError::Protocol("handshake frame after the handshake"),
+            ),
+            Frame::Ack { received } => self.on_ack(received),
             Frame::GoAway { .. } => unreachable!("handled before"),
             Frame::Ping { payload } => {
                 self.pong_pending = Some(payload);
@@ -989,6 +995,12 @@ impl TrunkConnection {
         }
     }
 
+    fn push_handshake(&mut self, f: &Frame<'_>) {
+        let mut b = Vec::with_capacity(f.encoded_len());
+        f.encode(&mut b);
+        self.handshake_out.push_back(b);
+    }
+
     fn push_frame(&mut self, f: &Frame<'_>) {
         let mut b = Vec::with_capacity(f.encoded_len());
         f.encode(&mut b);
@@ -1003,17 +1015,46 @@ impl TrunkConnection {
             start: out.len(),
             max_len,
         };
-        if self.transmit_control_queue(out, room)
-            && self.state == State::Established
-            && self.transmit_ping_pong(now, out, room)
-            && self.transmit_stream_control(out, room)
-        {
-            self.transmit_data(out, room);
+        if !self.transmit_handshake(out, room) {
+            return room.used(out);
+        }
+        match self.state {
+            State::Handshake | State::Closed => {
+                self.transmit_control_queue(out, room);
+            }
+            State::Suspended | State::Resuming => {}
+            State::Established => {
+                if self.transmit_ack(out, room)
+                    && self.transmit_ping_pong(now, out, room)
+                    && self.transmit_replay(out, room)
+                {
+                    let mark = out.len();
+                    if self.transmit_control_queue(out, room)
+                        && self.transmit_stream_control(out, room)
+                    {
+                        self.transmit_data(out, room);
+                    }
+                    self.record_sent(out, mark);
+                }
+            }
         }
         room.used(out)
     }
 
-    /// The queued control frames (handshake, RESET, GOAWAY, RBUDP); false
+    /// Our handshake frames (HELLO, AUTH, RESUME); false if one did not fit.
+    fn transmit_handshake(&mut self, out: &mut Vec<u8>, room: Room) -> bool {
+        while let Some(front) = self.handshake_out.front() {
+            if !room.fits(out, front.len()) {
+                return false;
+            }
+            let b = self.handshake_out.pop_front().expect("front exists");
+            out.extend_from_slice(&b);
+            self.stats.frames_sent += 1;
+        }
+        true
+    }
+
+    /// The queued control frames (RESET, GOAWAY, RBUDP); false
     /// if one did not fit.
     fn transmit_control_queue(&mut self, out: &mut Vec<u8>, room: Room) -> bool {
         while let Some(front) = self.control.front() {
@@ -1183,6 +1224,7 @@ impl TrunkConnection {
     // ----- internals: lifecycle -----------------------------------------
 
     fn stream_mut(&mut self, id: StreamId) -> Result<&mut Stream, StreamError> {
+        // Suspended and resuming sessions keep their streams usable.
         if self.state == State::Closed {
             return Err(StreamError::ConnectionClosed);
         }
@@ -1236,8 +1278,10 @@ impl TrunkConnection {
         if self.state != State::Handshake {
             self.control.clear();
             self.control_bytes = 0;
+            self.handshake_out.clear();
         }
         self.state = State::Closed;
+        self.session.end();
         self.streams.clear();
         self.ctrl_queue.clear();
         self.send_queue.clear();
@@ -1247,7 +1291,9 @@ impl TrunkConnection {
         self.inbuf = Vec::new();
         if !matches!(
             error,
-            ConnectionError::PeerClosed(_) | ConnectionError::TransportClosed
+            ConnectionError::PeerClosed(_)
+                | ConnectionError::TransportClosed
+                | ConnectionError::ResumeTimeout(_)
         ) {
             let f = Frame::GoAway {
                 code: error.close_code(),

@@ -298,6 +298,23 @@ impl Pair {
         }
     }
 
+    /// The transport breaks: whatever is in flight is lost, both ends are
+    /// told, and fresh links (empty, same parameters) replace the old.
+    pub fn break_transport(&mut self) {
+        self.ab = Link::new(self.ab.params);
+        self.ba = Link::new(self.ba.params);
+        self.a.handle_transport_closed();
+        self.b.handle_transport_closed();
+        self.collect();
+    }
+
+    /// Both ends resume on the (fresh) links.
+    pub fn resume(&mut self) {
+        let (na, nb) = (self.rng.nonce(), self.rng.nonce());
+        self.a.begin_resume(self.now, na).expect("a resumable");
+        self.b.begin_resume(self.now, nb).expect("b resumable");
+    }
+
     /// Runs the handshake; true if both ends authenticated.
     pub fn handshake(&mut self) -> bool {
         let ok = self.run_until(30 * SEC, |p| {

@@ -159,8 +159,13 @@ pub struct TrunkSettings {
     pub handshake_timeout: Duration,
     /// Silence before a PING.
     pub keepalive: Duration,
-    /// Silence before the trunk is declared dead.
+    /// Silence before the trunk's transport is declared lost.
     pub idle_timeout: Duration,
+    /// How long a trunk whose transport was lost keeps its streams for a
+    /// resumption (0: no resumption, streams reset at once).
+    pub resume_timeout: Duration,
+    /// Unacknowledged bytes a resumable trunk keeps for replay.
+    pub resume_buffer: u64,
     /// Trunk selection policy.
     pub policy: Policy,
     /// Timeout of a TCP connect to a peer relay.
@@ -231,6 +236,8 @@ impl Config {
         c.handshake_timeout = t.handshake_timeout.as_nanos() as u64;
         c.keepalive_interval = t.keepalive.as_nanos() as u64;
         c.idle_timeout = t.idle_timeout.as_nanos() as u64;
+        c.resume_timeout = t.resume_timeout.as_nanos() as u64;
+        c.resume_buffer = t.resume_buffer;
         c
     }
 

@@ -11,7 +11,7 @@ use super::units::parse_size;
 use super::{ConfigError, TrunkSettings};
 
 /// The keys of `[trunk]`.
-const TRUNK_KEYS: [&str; 13] = [
+const TRUNK_KEYS: [&str; 15] = [
     "max_streams",
     "min_stream_window",
     "max_stream_window",
@@ -21,6 +21,8 @@ const TRUNK_KEYS: [&str; 13] = [
     "handshake_timeout",
     "keepalive",
     "idle_timeout",
+    "resume_timeout",
+    "resume_buffer",
     "select",
     "connect_timeout",
     "reconnect_min",
@@ -77,6 +79,10 @@ pub fn trunk_settings(t: &Table<'_>) -> Result<TrunkSettings, ConfigError> {
         idle_timeout: t
             .opt_duration("idle_timeout")?
             .unwrap_or(Duration::from_nanos(d.idle_timeout)),
+        resume_timeout: t
+            .opt_duration("resume_timeout")?
+            .unwrap_or(Duration::from_nanos(d.resume_timeout)),
+        resume_buffer: limited_size(t, "resume_buffer", d.resume_buffer, 1 << 40)?,
         policy,
         connect_timeout: t
             .opt_duration("connect_timeout")?
@@ -88,6 +94,12 @@ pub fn trunk_settings(t: &Table<'_>) -> Result<TrunkSettings, ConfigError> {
             .opt_duration("reconnect_max")?
             .unwrap_or(Duration::from_secs(5)),
     };
+    if !s.resume_timeout.is_zero() && s.resume_buffer < wanproto::MIN_RESUME_BUFFER {
+        return Err(t.err(
+            "resume_buffer",
+            "must be at least 1MiB (the replay buffer of a resumable trunk)",
+        ));
+    }
     if s.connect_timeout.is_zero() {
         return Err(t.err("connect_timeout", "must be above 0"));
     }

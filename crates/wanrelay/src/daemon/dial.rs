@@ -1,28 +1,16 @@
 //! The trunks this relay dials (`dial = "connect"`): one task per slot
-//! connects, runs the trunk, and reconnects with a doubling backoff.
+//! connects, runs the trunk (resuming its session on new sockets while it
+//! can, [`session`]), and reconnects with a doubling backoff once it closed.
 
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::net::{TcpSocket, TcpStream};
 use tracing::{debug, warn};
 use wanproto::Role;
 
 use super::relay::Relay;
+use super::session::{self, connect_peer};
 use crate::transport::trunk::{Origin, Placement};
-
-async fn connect_peer(addr: SocketAddr, bind: Option<IpAddr>) -> std::io::Result<TcpStream> {
-    let sock = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    if let Some(ip) = bind {
-        sock.bind(SocketAddr::new(ip, 0))?;
-    }
-    sock.connect(addr).await
-}
 
 /// Keeps the trunk of slot `p` up until shutdown: connects (to the peer's
 /// addresses in turn), runs the trunk, and after it ends or a connect
@@ -54,7 +42,7 @@ pub async fn dial_loop(relay: Arc<Relay>, p: Placement) {
                 let conn = relay.new_connection(Role::Initiator, Some(&pc.cluster));
                 let trunk = relay.new_trunk(id, addr, Origin::Dialed(p), conn);
                 let started = Instant::now();
-                let authenticated = relay.clone().drive(trunk, sock).await;
+                let authenticated = session::drive(relay.clone(), trunk, sock, Vec::new()).await;
                 if authenticated && started.elapsed() > Duration::from_secs(2) {
                     backoff = t.reconnect_min;
                 }

@@ -112,6 +112,26 @@ impl TrunkEvents for Relay {
         transport::on_rbudp_control(trunk, g, message);
     }
 
+    fn suspended(&self, trunk: &Arc<Trunk>, g: &mut TrunkInner, error: &ConnectionError) {
+        self.ctx.metrics.inc(
+            "wanrelay_trunk_suspends_total",
+            &[("peer", trunk.peer_name()), ("trunk", &trunk.slot_label())],
+        );
+        let timeout = self.ctx.config.trunk.resume_timeout;
+        warn!(trunk = trunk.id, peer = trunk.peer_name(), slot = %trunk.slot_label(), remote = %trunk.remote,
+              %error, streams = g.streams.len(), ?timeout,
+              "trunk transport lost: session suspended, streams kept until it resumes");
+    }
+
+    fn resumed(&self, trunk: &Arc<Trunk>, g: &mut TrunkInner, replayed: u64) {
+        self.ctx.metrics.inc(
+            "wanrelay_trunk_resumes_total",
+            &[("peer", trunk.peer_name()), ("trunk", &trunk.slot_label())],
+        );
+        info!(trunk = trunk.id, peer = trunk.peer_name(), slot = %trunk.slot_label(),
+              streams = g.streams.len(), replayed, "trunk session resumed on a new connection");
+    }
+
     fn closed(&self, trunk: &Arc<Trunk>, g: &mut TrunkInner, error: Option<ConnectionError>) {
         transport::stop(trunk, g, self.udp(), &self.closed_rbudp);
         let lost = trunk.end_streams(g);
@@ -246,6 +266,8 @@ fn close_reason(error: &Option<ConnectionError>) -> &'static str {
         Some(ConnectionError::StreamLimit(_)) => "stream_limit",
         Some(ConnectionError::FlowControl(_)) => "flow_control",
         Some(ConnectionError::Frame(_) | ConnectionError::Protocol(_)) => "protocol",
+        Some(ConnectionError::UnknownSession) => "unknown_session",
+        Some(ConnectionError::ResumeTimeout(_)) => "resume_timeout",
     }
 }
 

@@ -7,11 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
-use wanproto::{Reason, Role};
+use wanproto::frame::{self, Frame, FRAME_HEADER_LEN, MAX_HELLO_LEN};
+use wanproto::{Decoded, Reason, Role};
 
 use super::relay::Relay;
+use super::session;
 use crate::config::Config;
 use crate::streams::inside;
 use crate::transport::rbudp::udp;
@@ -155,12 +159,56 @@ pub async fn accept_trunks(relay: Arc<Relay>, listener: TcpListener) {
             warn!(%remote, "trunk refused: too many handshakes in progress (outside.max_pending)");
             continue;
         };
-        let id = relay.next_trunk_id();
-        debug!(trunk = id, %remote, "trunk connection accepted: handshake");
-        let conn = relay.new_connection(Role::Acceptor, None);
-        let trunk = relay.new_trunk(id, remote, Origin::Accepted, conn);
-        // The permit counts the handshake only: released at authentication or close.
-        trunk.hold_handshake_permit(permit);
-        tokio::spawn(relay.clone().drive(trunk, sock));
+        tokio::spawn(accept_trunk(relay.clone(), sock, remote, permit));
     }
+}
+
+/// One connection on the outside listener: its first frame tells a
+/// resumption (handed to the suspended trunk whose session it names) from
+/// a new trunk.
+async fn accept_trunk(
+    relay: Arc<Relay>,
+    mut sock: TcpStream,
+    remote: SocketAddr,
+    permit: OwnedSemaphorePermit,
+) {
+    let limit = relay.ctx.config.trunk.handshake_timeout;
+    let Ok(Ok(prefix)) = tokio::time::timeout(limit, read_first_frame(&mut sock)).await else {
+        relay
+            .ctx
+            .metrics
+            .inc("wanrelay_trunk_refused_total", &[("reason", "timeout")]);
+        debug!(%remote, "trunk connection closed before its HELLO arrived");
+        return;
+    };
+    if let Ok(Decoded::Complete(Frame::Hello(h), _)) = frame::decode(&prefix) {
+        if let Some(id) = h.resume {
+            if let Some(trunk) = relay.session(&id, &h.name) {
+                debug!(trunk = trunk.id, %remote, "peer reconnected to resume the trunk's session");
+                trunk.replace_transport((sock, prefix));
+                return;
+            }
+        }
+    }
+    let id = relay.next_trunk_id();
+    debug!(trunk = id, %remote, "trunk connection accepted: handshake");
+    let conn = relay.new_connection(Role::Acceptor, None);
+    let trunk = relay.new_trunk(id, remote, Origin::Accepted, conn);
+    // The permit counts the handshake only: released at authentication or close.
+    trunk.hold_handshake_permit(permit);
+    session::drive(relay, trunk, sock, prefix).await;
+}
+
+/// The first frame a peer sends (its HELLO), or as much of the bytes as
+/// show it is not one (the connection's handshake then refuses them).
+async fn read_first_frame(sock: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; FRAME_HEADER_LEN];
+    sock.read_exact(&mut buf).await?;
+    let len = u32::from_be_bytes([buf[6], buf[7], buf[8], buf[9]]) as usize;
+    if buf[0] != 0x01 || len > MAX_HELLO_LEN {
+        return Ok(buf);
+    }
+    buf.resize(FRAME_HEADER_LEN + len, 0);
+    sock.read_exact(&mut buf[FRAME_HEADER_LEN..]).await?;
+    Ok(buf)
 }

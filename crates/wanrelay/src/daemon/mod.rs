@@ -6,6 +6,8 @@
 //! * [`listeners`]: binds every listener at start; the inside and outside
 //!   accept loops;
 //! * [`dial`]: keeps the trunks this relay dials to its peers;
+//! * [`session`]: a trunk's life over its sockets: resumption after a
+//!   lost transport;
 //! * [`events`]: what the relay decides when a trunk reports (the peer
 //!   authenticated, opened a stream, sent RBUDP control, closed);
 //! * [`metrics_page`] and [`endpoint`]: the gauges read from the trunks,
@@ -24,3 +26,4 @@ pub mod listeners;
 pub mod metrics_page;
 pub mod relay;
 pub mod run;
+pub mod session;

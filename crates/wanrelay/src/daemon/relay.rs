@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tracing::error;
 use wanproto::{PresharedKey, Role, TrunkConnection};
@@ -16,7 +15,6 @@ use crate::shared::context::Context;
 use crate::streams::Streams;
 use crate::transport::rbudp::stats::ClosedSessions;
 use crate::transport::rbudp::udp::UdpPath;
-use crate::transport::tcp;
 use crate::transport::trunk::{Placement, Trunk};
 use crate::transport::trunks::Trunks;
 
@@ -71,6 +69,18 @@ impl Relay {
     /// A connection state machine for a new trunk, expecting a peer of
     /// `peer_cluster` (dialed) or any (accepted).
     pub fn new_connection(&self, role: Role, peer_cluster: Option<&str>) -> TrunkConnection {
+        TrunkConnection::new(
+            self.ctx.config.protocol_config(peer_cluster),
+            role,
+            self.key.clone(),
+            self.fresh_nonce(),
+            self.ctx.now(),
+        )
+        .expect("configuration validated at load")
+    }
+
+    /// A fresh handshake nonce (for a new connection or a resumption).
+    pub fn fresh_nonce(&self) -> [u8; 32] {
         let mut nonce = [0u8; 32];
         if let Err(e) = getrandom::fill(&mut nonce) {
             // No randomness: a handshake with a predictable nonce could be
@@ -78,33 +88,28 @@ impl Relay {
             error!(error = %e, "getrandom failed: cannot make a handshake nonce");
             std::process::exit(1);
         }
-        TrunkConnection::new(
-            self.ctx.config.protocol_config(peer_cluster),
-            role,
-            self.key.clone(),
-            nonce,
-            self.ctx.now(),
-        )
-        .expect("configuration validated at load")
+        nonce
     }
 
-    /// Runs `trunk` over `sock` until it closes, in the list shutdown works
-    /// through meanwhile; returns whether it was ever authenticated.
-    pub async fn drive(self: Arc<Relay>, trunk: Arc<Trunk>, sock: TcpStream) -> bool {
-        self.track(&trunk);
-        let authenticated = tcp::run(trunk.clone(), sock).await;
-        self.untrack(&trunk);
-        authenticated
+    /// The live trunk whose resumable session is `id`, with peer `name`.
+    pub fn session(&self, id: &[u8; 16], name: &str) -> Option<Arc<Trunk>> {
+        self.live().into_iter().find(|t| {
+            let g = t.lock();
+            g.conn.session_id().as_ref() == Some(id)
+                && g.conn.peer().is_some_and(|p| p.name == name)
+        })
     }
 
-    fn track(&self, trunk: &Arc<Trunk>) {
+    /// Adds a trunk to the list shutdown works through.
+    pub(super) fn track(&self, trunk: &Arc<Trunk>) {
         self.live_trunks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(trunk.id, trunk.clone());
     }
 
-    fn untrack(&self, trunk: &Trunk) {
+    /// Removes a trunk that ended from that list.
+    pub(super) fn untrack(&self, trunk: &Trunk) {
         self.live_trunks
             .lock()
             .unwrap_or_else(|e| e.into_inner())

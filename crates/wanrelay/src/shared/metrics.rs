@@ -26,6 +26,8 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("wanrelay_trunk_bytes_total", "counter", "Bytes on trunk sockets (frames included), by peer, trunk and direction."),
     ("wanrelay_trunk_connects_total", "counter", "Trunk connections that authenticated, by peer and trunk."),
     ("wanrelay_trunk_closes_total", "counter", "Trunk connections that closed, by peer, trunk and reason."),
+    ("wanrelay_trunk_suspends_total", "counter", "Times a trunk's transport was lost and its session kept for a resumption, by peer and trunk."),
+    ("wanrelay_trunk_resumes_total", "counter", "Times a trunk's session resumed on a new connection (streams intact), by peer and trunk."),
     ("wanrelay_trunk_dial_failures_total", "counter", "Failed TCP connects to a peer relay, by peer."),
     ("wanrelay_trunk_refused_total", "counter", "Trunk connections refused during or after the handshake, by reason (auth: wrong key; unknown_peer; wrong_cluster; dial_conflict; protocol; timeout; limit)."),
     ("wanrelay_trunk_up", "gauge", "1 if the trunk is authenticated and open, by peer and trunk."),

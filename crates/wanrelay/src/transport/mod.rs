@@ -32,6 +32,7 @@
 
 pub mod blast;
 pub mod rbudp;
+pub mod socket_options;
 pub mod tcp;
 pub mod trunk;
 pub mod trunks;

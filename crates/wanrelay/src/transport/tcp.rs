@@ -9,6 +9,11 @@
 //!   sends what it can at once ([`Trunk::kick`]) and leaves the rest to
 //!   the writer.
 //!
+//! A trunk may run over several sockets in turn (session resumption):
+//! each [`run`] is one socket's life, ended when the connection closes or
+//! is suspended, or when [`Trunk::replace_transport`] hands the session to
+//! a newer socket (its generation tells the old tasks to stop).
+//!
 //! A stream of a `tcp` peer travels in this connection only: its blast
 //! requests are counted and ignored ([`ignore_blast_request`]), and so is
 //! RBUDP control from such a peer ([`ignore_rbudp_control`]).
@@ -41,27 +46,63 @@ pub enum Flush {
     Closed,
 }
 
-/// Runs a trunk over `sock` until it closes; returns whether it was ever
-/// authenticated.
-pub async fn run(trunk: Arc<Trunk>, sock: TcpStream) -> bool {
-    let _ = sock.set_nodelay(true);
-    let (rd, wr) = sock.into_split();
-    trunk.lock().wr = Some(Arc::new(wr));
-    let reader = tokio::spawn(read_loop(trunk.clone(), rd));
-    write_loop(&trunk).await;
-    let wr = trunk.lock().wr.take();
-    drop(wr);
-    reader.abort();
-    let _ = reader.await;
-    trunk.registered_at.get().is_some()
+/// How one socket's run of a trunk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The connection is closed.
+    Closed,
+    /// The session is kept for a resumption on another socket.
+    Suspended,
 }
 
-/// The reader: socket bytes into the connection, until EOF or an error.
-async fn read_loop(trunk: Arc<Trunk>, mut rd: OwnedReadHalf) {
+/// Runs a trunk over `sock` until the connection closes, is suspended, or
+/// moves to a newer socket. `prefix`: bytes already read from `sock` (the
+/// peer's HELLO, read to find the session it resumes).
+pub async fn run(trunk: Arc<Trunk>, sock: TcpStream, prefix: Vec<u8>) -> Ended {
+    let _ = sock.set_nodelay(true);
+    super::socket_options::wan_retransmission(&sock);
+    let (rd, wr) = sock.into_split();
+    let generation = {
+        let mut g = trunk.lock();
+        g.generation += 1;
+        g.wr = Some(Arc::new(wr));
+        g.out.clear();
+        g.out_pos = 0;
+        if !prefix.is_empty() {
+            let now = trunk.ctx.now();
+            g.conn.handle_input(now, &prefix);
+            trunk.dispatch(&mut g);
+        }
+        g.generation
+    };
+    let reader = tokio::spawn(read_loop(trunk.clone(), rd, generation));
+    write_loop(&trunk, generation).await;
+    let ended = {
+        let mut g = trunk.lock();
+        if g.generation == generation {
+            g.wr = None;
+        }
+        if g.conn.is_closed() {
+            Ended::Closed
+        } else {
+            Ended::Suspended
+        }
+    };
+    reader.abort();
+    let _ = reader.await;
+    ended
+}
+
+/// The reader: socket bytes into the connection, until EOF, an error, or
+/// a newer socket.
+async fn read_loop(trunk: Arc<Trunk>, mut rd: OwnedReadHalf, generation: u64) {
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
         let r = rd.read(&mut buf).await;
         let mut g = trunk.lock();
+        if g.generation != generation {
+            return;
+        }
         match r {
             Ok(n) if n > 0 => {
                 let now = trunk.ctx.now();
@@ -70,10 +111,14 @@ async fn read_loop(trunk: Arc<Trunk>, mut rd: OwnedReadHalf) {
                 trunk.kick(&mut g);
             }
             other => {
-                if let Err(e) = other {
-                    debug!(trunk = trunk.id, error = %e, "trunk read failed");
+                match other {
+                    Err(e) => {
+                        debug!(trunk = trunk.id, error = %e, "trunk read failed");
+                        g.conn.handle_transport_closed();
+                    }
+                    // EOF: the peer relay's process closed its socket.
+                    Ok(_) => g.conn.handle_transport_finished(),
                 }
-                g.conn.handle_transport_closed();
                 trunk.dispatch(&mut g);
                 drop(g);
                 trunk.tx.notify_one();
@@ -86,10 +131,10 @@ async fn read_loop(trunk: Arc<Trunk>, mut rd: OwnedReadHalf) {
 /// The writer: what stream tasks and the reader could not write at once
 /// (socket full, pacer empty), and the timers, until the connection is
 /// closed and its last bytes are out (or had their second to leave).
-async fn write_loop(trunk: &Arc<Trunk>) {
+async fn write_loop(trunk: &Arc<Trunk>, generation: u64) {
     let mut linger_until: Option<u64> = None;
     loop {
-        let (state, deadline, wr) = writer_turn(trunk, &mut linger_until);
+        let (state, deadline, wr) = writer_turn(trunk, &mut linger_until, generation);
         let now = trunk.ctx.now();
         if state == Flush::Closed || (linger_until.is_some_and(|t| now >= t)) {
             break;
@@ -99,6 +144,8 @@ async fn write_loop(trunk: &Arc<Trunk>) {
                 let Some(wr) = wr else { break };
                 tokio::select! {
                     _ = wr.writable() => {}
+                    // A newer socket, or the session suspended.
+                    _ = trunk.tx.notified() => {}
                     _ = trunk.ctx.sleep_until(deadline) => trunk.on_timer(),
                 }
             }
@@ -126,8 +173,12 @@ async fn write_loop(trunk: &Arc<Trunk>) {
 fn writer_turn(
     trunk: &Arc<Trunk>,
     linger_until: &mut Option<u64>,
+    generation: u64,
 ) -> (Flush, Option<u64>, Option<Arc<OwnedWriteHalf>>) {
     let mut g = trunk.lock();
+    if g.generation != generation {
+        return (Flush::Closed, None, None);
+    }
     if let Some(code) = trunk.take_close_request() {
         if code == CloseCode::NoError {
             g.conn.go_away();
@@ -135,6 +186,10 @@ fn writer_turn(
             g.conn.close(code);
         }
         trunk.dispatch(&mut g);
+    }
+    if !g.conn.has_transport() && !g.conn.is_closed() {
+        // Suspended: this socket is done.
+        return (Flush::Closed, None, None);
     }
     let state = trunk.flush(&mut g, 4 * WRITE_CHUNK);
     let mut deadline = g.conn.poll_timeout();
@@ -178,7 +233,7 @@ impl Trunk {
                                 let pc = &self.ctx.config.peers
                                     [self.placement.get().map_or(0, |p| p.peer)];
                                 let want = (pc.pacing_burst / 2).max(frame);
-                                if g.conn.is_closed() {
+                                if !g.conn.has_transport() {
                                     return Flush::Closed;
                                 }
                                 return Flush::Paced(p.ready_at(now, want));
@@ -199,10 +254,10 @@ impl Trunk {
                 }
                 self.dispatch(g);
                 if n == 0 {
-                    return if g.conn.is_closed() {
-                        Flush::Closed
-                    } else {
+                    return if g.conn.has_transport() {
                         Flush::Idle
+                    } else {
+                        Flush::Closed
                     };
                 }
             }

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tracing::info;
 use wanproto::{
@@ -116,6 +117,10 @@ pub trait TrunkEvents: Send + Sync {
     /// The connection closed (`error` says why; `None`: gracefully). The
     /// trunk's streams are still attached ([`Trunk::end_streams`]).
     fn closed(&self, trunk: &Arc<Trunk>, g: &mut TrunkInner, error: Option<ConnectionError>);
+    /// The transport was lost; the session waits for a resumption.
+    fn suspended(&self, trunk: &Arc<Trunk>, g: &mut TrunkInner, error: &ConnectionError);
+    /// The session resumed on a new transport (`replayed` bytes sent again).
+    fn resumed(&self, trunk: &Arc<Trunk>, g: &mut TrunkInner, replayed: u64);
 }
 
 /// The mutable part of a trunk.
@@ -131,7 +136,13 @@ pub struct TrunkInner {
     /// Bytes taken from the connection and not yet written, from `out_pos`.
     pub(super) out: Vec<u8>,
     pub(super) out_pos: usize,
+    /// Which socket's tasks may drive the connection (one per [`super::tcp::run`]).
+    pub(super) generation: u64,
 }
+
+/// A socket the peer connected to resume this trunk's session, with the
+/// bytes already read from it (its HELLO).
+pub type Offer = (TcpStream, Vec<u8>);
 
 /// One trunk connection to a peer relay.
 pub struct Trunk {
@@ -159,6 +170,10 @@ pub struct Trunk {
     /// Asks the writer to close (replaced by a newer trunk, or shutdown).
     close_request: Mutex<Option<CloseCode>>,
     handshake_permit: Mutex<Option<OwnedSemaphorePermit>>,
+    /// A resuming socket from the outside listener, for the trunk's task.
+    offer: Mutex<Option<Offer>>,
+    /// Wakes the trunk's task: a socket was offered.
+    pub offered: Notify,
 }
 
 impl Trunk {
@@ -187,12 +202,15 @@ impl Trunk {
                 rbudp: None,
                 out: Vec::with_capacity(WRITE_CHUNK + 1024),
                 out_pos: 0,
+                generation: 0,
             }),
             tx: Notify::new(),
             rbudp_wake: Notify::new(),
             rbudp_window: Notify::new(),
             close_request: Mutex::new(None),
             handshake_permit: Mutex::new(None),
+            offer: Mutex::new(None),
+            offered: Notify::new(),
         })
     }
 
@@ -240,11 +258,32 @@ impl Trunk {
     }
 
     /// The close [`Trunk::request_close`] asked for, if any (taken).
-    pub(super) fn take_close_request(&self) -> Option<CloseCode> {
+    pub fn take_close_request(&self) -> Option<CloseCode> {
         self.close_request
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
+    }
+
+    /// Hands the session to a socket the peer connected to resume it: the
+    /// socket in use (if any) is given up at once, and the trunk's task
+    /// resumes on the new one. A newer offer replaces an older one.
+    pub fn replace_transport(&self, offer: Offer) {
+        *self.offer.lock().unwrap_or_else(|e| e.into_inner()) = Some(offer);
+        {
+            let mut g = self.lock();
+            g.generation += 1;
+            g.wr = None;
+            g.out.clear();
+            g.out_pos = 0;
+        }
+        self.tx.notify_one();
+        self.offered.notify_one();
+    }
+
+    /// The socket offered for a resumption, if any (taken).
+    pub fn take_offer(&self) -> Option<Offer> {
+        self.offer.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Ends every stream still attached (their tasks see `TrunkLost`);
@@ -313,6 +352,17 @@ impl Trunk {
                     self.release_handshake_permit();
                     self.events.closed(self, g, error);
                     self.tx.notify_one();
+                }
+                Event::Suspended { error } => {
+                    self.events.suspended(self, g, &error);
+                    self.tx.notify_one();
+                }
+                Event::Resumed { replayed } => {
+                    self.events.resumed(self, g, replayed);
+                    for s in g.streams.values() {
+                        s.readable.notify_one();
+                        s.writable.notify_one();
+                    }
                 }
             }
         }

@@ -104,24 +104,29 @@ impl Trunks {
         out
     }
 
-    /// Chooses a trunk for a new stream to `destination` among `routes`.
+    /// Chooses a trunk for a new stream to `destination` among `routes`:
+    /// an established one, else a suspended one (the stream's OPEN waits
+    /// for the session to resume, as its bytes do).
     pub fn select(
         &self,
         routes: &[(u64, Arc<Trunk>)],
         destination: IpAddr,
         exclude: &[u64],
     ) -> Option<usize> {
-        let candidates: Vec<TrunkCandidate> = routes
-            .iter()
-            .map(|(key, t)| {
-                let g = t.lock();
-                TrunkCandidate {
-                    key: *key,
-                    load: g.conn.buffered_send_bytes(),
-                    usable: g.conn.accepts_new_streams() && !exclude.contains(key),
-                }
-            })
-            .collect();
-        self.selector.select(&candidates, destination)
+        let (mut established, mut suspended): (Vec<_>, Vec<_>) = (Vec::new(), Vec::new());
+        for (key, t) in routes {
+            let g = t.lock();
+            let free = !exclude.contains(key);
+            let candidate = |usable| TrunkCandidate {
+                key: *key,
+                load: g.conn.buffered_send_bytes(),
+                usable,
+            };
+            established.push(candidate(free && g.conn.accepts_new_streams()));
+            suspended.push(candidate(free && g.conn.may_open_streams()));
+        }
+        self.selector
+            .select(&established, destination)
+            .or_else(|| self.selector.select(&suspended, destination))
     }
 }
