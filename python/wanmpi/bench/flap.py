@@ -22,11 +22,13 @@ import json
 import statistics
 import threading
 import time
+from pathlib import Path
 
 from .. import paths
 from ..job import placement
 from ..testbed import emulator
 from ..topo import Topology
+from . import plot
 from .cases import BASE, BenchError, Case, plan, with_relays
 from .job_output import job_output
 from .results import exit_status, finish, markdown_table, now_iso
@@ -51,10 +53,27 @@ def stall(ends: list[float], up_at: float) -> float | None:
     return after[0] - up_at if after else None
 
 
-def execute(case: Case, t: Topology, cut_s: float, timeout: float) -> dict:
+def execute(case: Case, t: Topology, cut_s: float, timeout: float, monitor: Path | None = None) -> dict:
+    """One job through one cut; with `monitor`, the WAN's 1 ms traffic is
+    recorded there (a CSV per case) and drawn with the cut shaded."""
+    if monitor is None:
+        return run_job(case, t, cut_s, timeout, {})
+    monitor.mkdir(parents=True, exist_ok=True)
+    csv = monitor / f"flap-{case.mpi}-{case.variant}-{cut_s:g}s-{case.rep}.csv"
+    emulator.request({"cmd": "monitor", "file": str(csv.resolve())})
+    times = {"monitor": time.time()}
+    try:
+        metrics = run_job(case, t, cut_s, timeout, times)
+    finally:
+        emulator.request({"cmd": "monitor", "file": None})
+    down, up = ((times[k] - times["monitor"]) * 1000 for k in ("down", "up"))
+    png = plot.traffic(str(csv), None, 10, [(down, up, f"WAN cut ({cut_s:g} s)")])
+    return {**metrics, "traffic_png": png}
+
+
+def run_job(case: Case, t: Topology, cut_s: float, timeout: float, times: dict[str, float]) -> dict:
     nodes = placement.placement(t, len(t.nodes))
     argv = [str(paths.program(case.mpi, "steps")), "--bytes", str(1 << 20), "--seconds", str(LEAD_S + cut_s + AFTER_S)]
-    times: dict[str, float] = {}
 
     def outage() -> None:
         time.sleep(LEAD_S)
@@ -98,7 +117,7 @@ def summarize(records) -> list[dict]:
 
 
 def run(base: Topology, cuts: list[float], variants: list[str], mpis: list[str], reps: int,
-        json_path: str | None, timeout: float, runner: Runner | None = None) -> int:
+        json_path: str | None, timeout: float, runner: Runner | None = None, monitor: str | None = None) -> int:
     if not base.emulated or not base.links:
         raise BenchError(f"{base.source}: the flap benchmark needs the emulated testbed with a WAN link to cut")
     cases = [c for cut in cuts for c in plan(["steps"], variants, mpis, [None], reps,
@@ -108,7 +127,8 @@ def run(base: Topology, cuts: list[float], variants: list[str], mpis: list[str],
                 "after_s": AFTER_S, "bytes": 1 << 20, "timeout_s": timeout}
     started_iso, started = now_iso(), time.monotonic()
     runner = runner or Runner(base)
-    records = runner.run(cases, lambda case, t: execute(case, t, case.param("cut"), timeout))
+    where = Path(monitor) if monitor else None
+    records = runner.run(cases, lambda case, t: execute(case, t, case.param("cut"), timeout, where))
     summary = summarize(records)
     print("\nWAN cut during a 1 MiB allreduce loop: seconds from the links' return to the next step's end "
           "(median)\n")

@@ -39,8 +39,10 @@ def read_traffic(path: str) -> dict[tuple[str, str], dict[str, list[int]]]:
     return series
 
 
-def traffic(path: str, output: str | None = None, bin_ms: int = 1) -> str:
-    """Bandwidth over time per link and direction, drops marked, queue below."""
+def traffic(path: str, output: str | None = None, bin_ms: int = 1,
+            spans: list[tuple[float, float, str]] = ()) -> str:
+    """Bandwidth over time per link and direction, drops marked, queue below;
+    `spans` (start ms, end ms, label) shaded on both, such as a WAN cut."""
     if bin_ms < 1:
         raise PlotError(f"--bin-ms must be at least 1, got {bin_ms}")
     series = read_traffic(path)
@@ -61,6 +63,9 @@ def traffic(path: str, output: str | None = None, bin_ms: int = 1) -> str:
             bw_ax.plot(dropped, [top * 1.05] * len(dropped), "x", color=line.get_color(), markersize=3,
                        label=f"{label}: drops ({sum(drops)})")
         q_ax.plot(t, [v / 1000 for v in q], linewidth=0.8, color=line.get_color())
+    for start, end, label in spans:
+        bw_ax.axvspan(start, end, color="grey", alpha=0.2, label=label)
+        q_ax.axvspan(start, end, color="grey", alpha=0.2)
     bw_ax.set_ylabel(f"bandwidth (Mbit/s, {bin_ms} ms bins)")
     bw_ax.legend(loc="upper right", fontsize="small")
     bw_ax.grid(alpha=0.3)

@@ -139,6 +139,8 @@ def register_flap(suites) -> None:
     p.add_argument("--reps", type=count("--reps", 1), default=1, help="jobs per cell (default: 1)")
     p.add_argument("--timeout", type=float, help="per job, seconds (default: the loop's length + 120)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--monitor", metavar="DIR", help="record the WAN's 1 ms traffic of every job there (CSV) and "
+                   "draw it with the cut shaded (PNG)")
     p.set_defaults(handler=cmd_bench_flap)
 
 
@@ -155,7 +157,8 @@ def seconds_list(text: str) -> list[float]:
 
 def cmd_bench_flap(args) -> int:
     timeout = args.timeout or flap.LEAD_S + max(args.cuts) + flap.AFTER_S + 120
-    return flap.run(topology_for(args), args.cuts, args.variants, args.mpis, args.reps, args.json, timeout)
+    return flap.run(topology_for(args), args.cuts, args.variants, args.mpis, args.reps, args.json, timeout,
+                    monitor=args.monitor)
 
 
 # ---- bench pacing ----------------------------------------------------------------
