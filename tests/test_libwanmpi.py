@@ -15,6 +15,8 @@ from conftest import MPIS, bring_up, program, wanmpi
 from wanmpi.testbed import net
 
 THREE = "examples/three-clusters.toml"
+# gather and scatter(v) go to the MPI's own at some sizes by default: ours at every size
+ROOTED_OURS = [f"WANMPI_{c}=multilane" for c in ("GATHER", "SCATTER", "SCATTERV")]
 
 
 def stats(directory) -> list[dict]:
@@ -44,7 +46,7 @@ def run(mpi, prog, *args, ranks=8, map=None, env=(), topology=None, timeout=600)
 @pytest.mark.parametrize("placement", ["block", "interleave"])
 def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
     done = run(mpi, "collcheck", "--seed", "7" if placement == "block" else "8", "--cases", "120",
-               "--max-bytes", "2000000", map=placement, env=[f"WANMPI_STATS={tmp_path}/stats-%r.json"])
+               "--max-bytes", "2000000", map=placement, env=[f"WANMPI_STATS={tmp_path}/stats-%r.json", *ROOTED_OURS])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "collcheck: 120 cases ok" in done.stdout
     ranks = stats(tmp_path)
@@ -52,7 +54,8 @@ def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
     for coll in ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block"):
         assert calls(ranks, coll, "multilane") > 0, f"{coll} never took the multi-lane path"
         assert calls(ranks, coll, "singlelane") > 0, f"{coll} never took the small-message path"
-    assert calls(ranks, "barrier", "multilane") > 0
+    for coll in ("barrier", "gather", "gatherv", "scatter", "scatterv"):     # one algorithm each
+        assert calls(ranks, coll, "multilane") > 0, f"{coll} never took our path"
 
 
 @pytest.mark.parametrize("mpi", MPIS)
@@ -64,7 +67,7 @@ def test_single_lane_and_tiny_chunks_are_exact(two_clusters, mpi):
     done = run(mpi, "collcheck", "--seed", "11", "--cases", "60", "--max-bytes", "500000", env=single)
     assert done.returncode == 0, done.stdout + done.stderr
     done = run(mpi, "collcheck", "--seed", "12", "--cases", "60", "--max-bytes", "500000",
-               env=["WANMPI_CHUNK=1024", "WANMPI_SMALL=0", "WANMPI_LANES=3"])
+               env=["WANMPI_CHUNK=1024", "WANMPI_SMALL=0", "WANMPI_LANES=3", *ROOTED_OURS])
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -140,11 +143,12 @@ def test_three_clusters_chained_and_homed_pieces_are_exact(three_clusters, mpi):
 def test_fortran_reaches_wanmpi(two_clusters, tmp_path, mpi, source):
     """Open MPI's Fortran library calls PMPI_* directly: only the Fortran
     symbols of libwanmpi can catch these calls (MPICH's calls MPI_*)."""
-    done = run(mpi, source, map="interleave", env=[f"WANMPI_STATS={tmp_path}/stats-%r.json"])
+    done = run(mpi, source, map="interleave", env=[f"WANMPI_STATS={tmp_path}/stats-%r.json", *ROOTED_OURS])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cases ok" in done.stdout
     ranks = stats(tmp_path)
-    for coll in ("bcast", "allreduce", *(["allgatherv"] if source == "collcheck_f90" else [])):
+    f90 = ["allgatherv", "gather", "gatherv", "scatter", "scatterv"] if source == "collcheck_f90" else []
+    for coll in ("bcast", "allreduce", *f90):
         ours = calls(ranks, coll, "multilane") + calls(ranks, coll, "singlelane")
         assert ours > 0, f"Fortran {coll} calls did not reach libwanmpi: {ranks[0]}"
 

@@ -15,6 +15,7 @@ from test_libwanmpi import calls, run, stats
 
 DECISION = re.compile(r"^wanmpi\[(\d+)\]: (\w+) of (\d+) bytes: (\w+) \(rules line (\d+)\)$", re.M)
 OURS = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block")
+ROOTED = ("gather", "scatter", "gatherv", "scatterv")     # drawn fewer times: not every range is seen
 
 BY_SIZE = """\
 wanmpi-rules 1
@@ -26,8 +27,11 @@ alltoall  mpi         bytes=-16K
 alltoall  paced       bytes=16K-256K
 alltoall  scheduled
 alltoallv paced
+gatherv   mpi        delay=-5ms
+gatherv   multilane
+scatterv  singlelane
 """.format(ours="\n".join(f"{c:<20} mpi bytes=-1K\n{c:<20} singlelane bytes=1K-64K\n{c:<20} multilane"
-                         for c in OURS if c != "reduce"))
+                         for c in (*OURS, "gather", "scatter") if c != "reduce"))
 
 
 def expected(coll: str, size: int) -> str:
@@ -37,6 +41,8 @@ def expected(coll: str, size: int) -> str:
         return "mpi" if size < 16384 else "paced" if size < 262144 else "scheduled"
     if coll == "alltoallv":
         return "paced"
+    if coll in ("gatherv", "scatterv"):                 # no sizes in their rules
+        return "multilane" if coll == "gatherv" else "singlelane"
     return "mpi" if size < 1024 else "singlelane" if size < 65536 else "multilane"
 
 
@@ -49,10 +55,10 @@ def test_rules_choose_each_call_exactly(two_clusters, tmp_path, mpi):
     rules = tmp_path / "by-size.rules"
     rules.write_text(BY_SIZE)
     env = [f"WANMPI_RULES={rules}", "WANMPI_DEBUG=1", f"WANMPI_STATS={tmp_path}/stats-%r.json"]
-    done = run(mpi, "collcheck", "--seed", "21", "--cases", "160", "--max-bytes", "1000000",
-               "--only", ",".join(OURS), env=env)
+    done = run(mpi, "collcheck", "--seed", "21", "--cases", "200", "--max-bytes", "1000000",
+               "--only", ",".join(OURS + ROOTED), env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "collcheck: 160 cases ok" in done.stdout
+    assert "collcheck: 200 cases ok" in done.stdout
     made = decisions(done.stderr)
     for coll, size, alg in made:
         assert alg == expected(coll, size), f"{coll} of {size} bytes ran {alg}"
@@ -60,6 +66,8 @@ def test_rules_choose_each_call_exactly(two_clusters, tmp_path, mpi):
         seen = {alg for c, _, alg in made if c == coll}
         want = {"singlelane"} if coll == "reduce" else {"mpi", "singlelane", "multilane"}
         assert seen == want, f"{coll}: the rules chose {seen}"
+    for coll in ROOTED:
+        assert [c for c, _, _ in made if c == coll], f"no {coll} call was decided by the rules"
     ranks = stats(tmp_path)
     assert calls(ranks, "bcast", "multilane") > 0 and calls(ranks, "bcast", "mpi") > 0
 
@@ -96,7 +104,8 @@ def test_explicit_setting_wins_over_the_rules(two_clusters, tmp_path):
     ("wanmpi-rules 1\nallreduce multilane delay=10\n", "line 2: delay: '10' has no valid unit (with us, ms or s)"),
     ("wanmpi-rules 1\nalltoallv scheduled bytes=1M-\n", "line 2: alltoallv rules cannot have a bytes condition"),
     ("wanmpi-rules 1\nalltoall multilane\n", "line 2: unknown algorithm 'multilane' for alltoall"),
-    ("wanmpi-rules 1\ngather mpi\n", "line 2: unknown collective 'gather'"),
+    ("wanmpi-rules 1\nalltoallw mpi\n", "line 2: unknown collective 'alltoallw'"),
+    ("wanmpi-rules 1\ngatherv mpi bytes=-1K\n", "line 2: gatherv rules cannot have a bytes condition"),
     ("wanmpi-rules 1\nbcast mpi ranks=8 ranks=4\n", "line 2: condition 'ranks' given twice"),
     ("wanmpi-rules 1\nbcast mpi mpi=intel\n", "line 2: mpi=intel: expected openmpi or mpich"),
     ("", "line 1: no rules: the file is empty"),

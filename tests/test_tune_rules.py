@@ -105,12 +105,14 @@ def test_a_rules_file_reads_back_in_base_units():
 @pytest.mark.parametrize("line, problem", [
     ("bcast fast", "line 2: unknown algorithm 'fast' for bcast (expected multilane, singlelane or mpi)"),
     ("alltoall multilane", "line 2: unknown algorithm 'multilane' for alltoall (expected scheduled, paced or mpi)"),
-    ("gather mpi", "line 2: unknown collective 'gather'"),
+    ("alltoallw mpi", "line 2: unknown collective 'alltoallw'"),
     ("bcast mpi delay=5", "line 2: delay='5': missing unit"),
     ("bcast mpi bytes=4Q", "line 2: bytes='4Q': unknown unit 'Q'"),
     ("bcast mpi bytes=8K-4K", "line 2: bytes='8K-4K': empty range"),
     ("bcast mpi bytes=1 bytes=2", "line 2: bytes= given twice"),
     ("alltoallv mpi bytes=-1K", "line 2: an alltoallv rule may not have a bytes condition"),
+    ("gatherv mpi bytes=-1K", "line 2: a gatherv rule may not have a bytes condition"),
+    ("scatterv multilane bytes=1K-", "line 2: a scatterv rule may not have a bytes condition"),
     ("bcast mpi mpi=lam", "line 2: mpi='lam': expected openmpi or mpich"),
     ("bcast mpi colour=red", "line 2: 'colour=red' is not a condition"),
 ])

@@ -21,8 +21,10 @@ VERSION_LINE = "wanmpi-rules 1"
 COLLECTIVE_ALGORITHMS = ("multilane", "singlelane", "mpi")
 ALLTOALL_ALGORITHMS = ("scheduled", "paced", "mpi")
 ALGORITHMS = {**{c: COLLECTIVE_ALGORITHMS for c in ("bcast", "allreduce", "reduce", "allgather", "allgatherv",
-                                                     "reduce_scatter_block", "barrier")},
+                                                     "reduce_scatter_block", "barrier", "gather", "gatherv",
+                                                     "scatter", "scatterv")},
               **{c: ALLTOALL_ALGORITHMS for c in ("alltoall", "alltoallv")}}
+UNSIZED = ("alltoallv", "gatherv", "scatterv")     # no bytes condition: their ranks see different sizes
 MPIS = ("openmpi", "mpich")
 # condition -> its units (scale of each); None: a plain count; mpi is a name
 UNITS: dict[str, dict[str, int] | None] = {
@@ -151,8 +153,10 @@ def parse_rule(line: str) -> Rule:
             raise ValueError(f"{word!r} is not a condition NAME=RANGE (names: {', '.join(CONDITIONS)})")
         if name == "mpi" and mpi is not None or name in ranges:
             raise ValueError(f"{name}= given twice")
-        if name == "bytes" and collective == "alltoallv":
-            raise ValueError("an alltoallv rule may not have a bytes condition (its ranks see different totals)")
+        if name == "bytes" and collective in UNSIZED:
+            article = "an" if collective[0] in "aeiou" else "a"
+            raise ValueError(f"{article} {collective} rule may not have a bytes condition "
+                             "(its ranks see different totals)")
         if name == "mpi":
             if value not in MPIS:
                 raise ValueError(f"mpi={value!r}: expected {' or '.join(MPIS)}")

@@ -37,13 +37,15 @@
 
 /* ---------- collectives, operations, datatypes ---------- */
 
-enum coll { BCAST, ALLREDUCE, REDUCE, ALLGATHER, RSB, BARRIER, GATHER, SCATTER, ALLGATHERV, NCOLL };
+enum coll { BCAST, ALLREDUCE, REDUCE, ALLGATHER, RSB, BARRIER, GATHER, SCATTER, ALLGATHERV, GATHERV, SCATTERV,
+            NCOLL };
 static const char *coll_name[NCOLL] = {"bcast", "allreduce", "reduce", "allgather",
                                        "reduce_scatter_block", "barrier", "gather", "scatter",
-                                       "allgatherv"};
+                                       "allgatherv", "gatherv", "scatterv"};
 static const char *coll_mpi[NCOLL] = {"MPI_Bcast", "MPI_Allreduce", "MPI_Reduce",
                                       "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Barrier",
-                                      "MPI_Gather", "MPI_Scatter", "MPI_Allgatherv"};
+                                      "MPI_Gather", "MPI_Scatter", "MPI_Allgatherv", "MPI_Gatherv",
+                                      "MPI_Scatterv"};
 
 enum opid { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_LAND, OP_LOR, OP_LXOR, OP_BAND, OP_BOR, OP_BXOR,
             OP_MINLOC, OP_MAXLOC, OP_PLUS1, OP_AFFINE, NOPS, OP_NONE = NOPS };
@@ -622,17 +624,20 @@ static int types_for(int op, int *list)
 static int is_reduction(int coll) { return coll == ALLREDUCE || coll == REDUCE || coll == RSB; }
 static int is_rooted(int coll)
 {
-    return coll == BCAST || coll == REDUCE || coll == GATHER || coll == SCATTER;
+    return coll == BCAST || coll == REDUCE || coll == GATHER || coll == SCATTER || coll == GATHERV ||
+           coll == SCATTERV;
 }
+static int is_v(int coll) { return coll == ALLGATHERV || coll == GATHERV || coll == SCATTERV; }
 static int has_inplace(int coll) { return coll != BCAST && coll != BARRIER; }
 static int is_gatherlike(int coll)
 {
-    return coll == ALLGATHER || coll == GATHER || coll == SCATTER || coll == RSB || coll == ALLGATHERV;
+    return coll == ALLGATHER || coll == GATHER || coll == SCATTER || coll == RSB || is_v(coll);
 }
 
-/* MPI_Allgatherv's irregular blocks: rank r contributes count * (0..3) elements
- * (some ranks none), and the blocks lie in the receive buffer in reverse rank
- * order, so displacements are neither r * count nor increasing. */
+/* The v-collectives' irregular blocks (MPI_Allgatherv, MPI_Gatherv,
+ * MPI_Scatterv): rank r's block has count * (0..3) elements (some ranks
+ * none), and the blocks lie in the root's (every rank's) buffer in reverse
+ * rank order, so displacements are neither r * count nor increasing. */
 static long v_count(long count, int r) { return count * ((r * 7 + 3) % 4); }
 static long v_displ(long count, int r, int cs)
 {
@@ -729,7 +734,7 @@ static ccase make_case(rng_t *r, int idx)
     c.dseed = rnext(r);
     c.bseed = rnext(r);
     layout_t L = layout_of(&types[c.type]);
-    long f = c.coll == ALLGATHERV ? 3L * wsize : is_gatherlike(c.coll) ? wsize : 1;
+    long f = is_v(c.coll) ? 3L * wsize : is_gatherlike(c.coll) ? wsize : 1;
     long maxc = opt.max_bytes / (long)(L.ext * (size_t)f);
     c.count = c.coll == BARRIER ? 0 : pick_count(r, maxc);
     c.sweep = is_rooted(c.coll) && c.count <= 4096 && rbelow(r, 100) < 15;
@@ -917,7 +922,13 @@ static unsigned char *expected(const ccase *c, const layout_t *L, int root, int 
             gen_block(L, c->op, c->dseed, r, 0, n, e + blk * (size_t)r);
         *nres = n * cs;
         break;
-    case ALLGATHERV:
+    case SCATTERV:
+        e = calloc(1, (size_t)v_count(c->count, cr) * L->ext + 1);
+        gen_block(L, c->op, c->dseed, root, v_displ(c->count, cr, cs) * L->per, v_count(c->count, cr) * L->per, e);
+        *nres = v_count(c->count, cr) * L->per;
+        break;
+    case ALLGATHERV: case GATHERV:
+        if (c->coll == GATHERV && cr != root) return NULL;
         e = calloc(1, (size_t)v_total(c->count, cs) * L->ext + 1);
         for (int r = 0; r < cs; r++)
             gen_block(L, c->op, c->dseed, r, 0, v_count(c->count, r) * L->per,
@@ -943,6 +954,81 @@ static unsigned char *expected(const ccase *c, const layout_t *L, int root, int 
     }
     }
     return e;
+}
+
+/* MPI_Gatherv and MPI_Scatterv: the root's buffer holds every block (v_count,
+ * v_displ); a non-root rank's is insignificant (NULL, with the counts, if
+ * the case says so; else it must stay untouched). MPI_IN_PLACE at the root
+ * only. */
+static void run_rooted_v(const ccase *c, const layout_t *L, MPI_Comm comm, int root, int use_pmpi, outcome *o,
+                         buf_t *s, buf_t *r, buf_t *scopy, unsigned char **res, long *nres, long *nvec_recv)
+{
+    int cr, cs;
+    MPI_Comm_rank(comm, &cr);
+    MPI_Comm_size(comm, &cs);
+    MPI_Datatype dt = L->t->dt;
+    int isroot = cr == root, inplace = c->inplace && isroot, gather = c->coll == GATHERV;
+    long total = v_total(c->count, cs), mine = v_count(c->count, cr);
+    size_t all = (size_t)total * L->ext, own = (size_t)mine * L->ext;
+    int *counts = malloc(sizeof(int) * 2 * (size_t)cs), *displs = counts + cs;
+    for (int q = 0; q < cs; q++) {
+        counts[q] = (int)v_count(c->count, q);
+        displs[q] = (int)v_displ(c->count, q, cs);
+    }
+    int *cnt_arg = isroot || !c->nullbuf ? counts : NULL, *dsp_arg = cnt_arg ? displs : NULL;
+    buf_t *whole = gather ? r : s, *block = gather ? s : r;
+    void *warg = NULL, *barg = NULL;
+    if (isroot || !c->nullbuf) {
+        *whole = balloc(all, CANARY);
+        warg = whole->p;
+    }
+    if (!gather && isroot) {                        /* the root's blocks to scatter */
+        memset(s->p, SENDGAP, all);
+        gen_block(L, c->op, c->dseed, cr, 0, total * L->per, s->p);
+    }
+    if (inplace) {
+        barg = MPI_IN_PLACE;
+        if (gather)
+            gen_block(L, c->op, c->dseed, cr, 0, mine * L->per, r->p + (size_t)displs[cr] * L->ext);
+        else
+            *res = s->p + (size_t)displs[cr] * L->ext;
+    } else {
+        *block = balloc(own, CANARY);
+        barg = block->p;
+        if (gather) {
+            memset(s->p, SENDGAP, own);
+            gen_block(L, c->op, c->dseed, cr, 0, mine * L->per, s->p);
+        } else {
+            *res = r->p;
+            *nvec_recv = mine;
+        }
+    }
+    if (s->p) {
+        *scopy = balloc(s->n, 0);
+        memcpy(scopy->p, s->p, s->n);
+    }
+    if (gather && isroot) {
+        *res = r->p;
+        *nres = total * L->per;
+        *nvec_recv = total;
+    } else if (!gather) {
+        *nres = mine * L->per;
+    }
+    if (gather)
+        o->rc = use_pmpi ? PMPI_Gatherv(inplace ? MPI_IN_PLACE : barg, (int)mine, dt, warg, cnt_arg, dsp_arg, dt,
+                                        root, comm)
+                         : MPI_Gatherv(inplace ? MPI_IN_PLACE : barg, (int)mine, dt, warg, cnt_arg, dsp_arg, dt,
+                                       root, comm);
+    else
+        o->rc = use_pmpi ? PMPI_Scatterv(warg, cnt_arg, dsp_arg, dt, barg, (int)mine, dt, root, comm)
+                         : MPI_Scatterv(warg, cnt_arg, dsp_arg, dt, barg, (int)mine, dt, root, comm);
+    if (gather && !isroot && r->p)
+        for (size_t i = 0; i < r->n; i++)
+            if (r->p[i] != CANARY) {
+                snprintf(o->err, sizeof o->err, "wrote into the receive buffer of a non-root rank (byte %zu)", i);
+                break;
+            }
+    free(counts);
 }
 
 /* Run the collective once (MPI_ or PMPI_) with fresh buffers; check buffers;
@@ -1104,6 +1190,9 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
         free(counts);
         break;
     }
+    case GATHERV: case SCATTERV:
+        run_rooted_v(c, L, comm, root, use_pmpi, o, &s, &r, &scopy, &res, &nres, &nvec_recv);
+        break;
     case SCATTER: {
         int inplace = c->inplace && isroot;
         if (isroot || !c->nullbuf) {
@@ -1349,7 +1438,8 @@ static void usage(FILE *f)
             "  --max-bytes N   largest buffer of a case in bytes (default 4194304); K, M "
             "suffixes allowed\n"
             "  --only LIST     comma-separated collectives: bcast,allreduce,reduce,allgather,\n"
-            "                  reduce_scatter_block (or rsb),barrier,gather,scatter\n"
+            "                  reduce_scatter_block (or rsb),barrier,gather,scatter,allgatherv,\n"
+            "                  gatherv,scatterv\n"
             "  --start N       skip the cases before case N (to repeat one failing case)\n"
             "  --known-bugs avoid|check  avoid (default) or run the cases the MPI library\n"
             "                  itself is known to get wrong\n"
@@ -1434,7 +1524,7 @@ static int parse_args(int argc, char **argv, char *err, size_t n)
                 if (k < 0) {
                     snprintf(err, n, "--only: unknown collective '%s' (known: bcast, allreduce, "
                              "reduce, allgather, reduce_scatter_block, barrier, gather, "
-                             "scatter)", tok);
+                             "scatter, allgatherv, gatherv, scatterv)", tok);
                     free(list);
                     return 2;
                 }

@@ -1,6 +1,7 @@
 ! collcheck_f90: exact checks of collectives called through the Fortran
 ! bindings of the `mpi` module (what libwanmpi must intercept for Fortran
-! programs): MPI_Bcast, MPI_Allreduce, MPI_Reduce and MPI_Allgather with
+! programs): MPI_Bcast, MPI_Allreduce, MPI_Reduce, MPI_Allgather(v),
+! MPI_Gather(v) and MPI_Scatter(v) with
 ! INTEGER, REAL and DOUBLE PRECISION data, MPI_SUM, MPI_MAX and MPI_MIN,
 ! MPI_IN_PLACE, every root, on MPI_COMM_WORLD, a dup of it and communicators
 ! made by MPI_Comm_split (uneven groups, reversed keys). Every rank computes
@@ -345,6 +346,154 @@ contains
     call compare('MPI_Allgatherv', t, total, -1, inplace)
     deallocate (cnts, displs)
   end subroutine do_allgatherv
+  ! the blocks of MPI_Gather(v) and MPI_Scatter(v) at the root: v, rank r's has
+  ! n * mod(7r + 3, 4) elements (some none) in reverse rank order, as in
+  ! do_allgatherv; else n elements each, in rank order
+  subroutine rooted_blocks(np, n, v, cnts, displs, total)
+    integer, intent(in) :: np, n
+    logical, intent(in) :: v
+    integer, intent(out) :: cnts(0:np - 1), displs(0:np - 1), total
+    integer :: r
+    total = 0
+    do r = np - 1, 0, -1
+      cnts(r) = n
+      if (v) cnts(r) = n * mod(7 * r + 3, 4)
+      displs(r) = total
+      if (.not. v) displs(r) = r * n
+      total = total + cnts(r)
+    end do
+  end subroutine rooted_blocks
+
+  ! MPI_Gather (v false) or MPI_Gatherv (v true) onto root
+  subroutine do_gather(comm, t, n, root, inplace, v)
+    integer, intent(in) :: comm, t, n, root
+    logical, intent(in) :: inplace, v
+    integer :: me, np, ierr, r, i, total, ty
+    integer, allocatable :: cnts(:), displs(:)
+    character(len=12) :: what
+    ncases = ncases + 1
+    csalt = csalt + 1
+    call MPI_Comm_rank(comm, me, ierr)
+    call MPI_Comm_size(comm, np, ierr)
+    allocate (cnts(0:np - 1), displs(0:np - 1))
+    call rooted_blocks(np, n, v, cnts, displs, total)
+    what = 'MPI_Gather'
+    if (v) what = 'MPI_Gatherv'
+    ty = mpitype(t)
+    ia(1:total) = -7
+    ra(1:total) = -7.0
+    da(1:total) = -7d0
+    do i = 1, cnts(me)
+      ib(i) = nint(val(csalt, me, i, t))
+      rb(i) = real(val(csalt, me, i, t))
+      db(i) = val(csalt, me, i, t)
+    end do
+    if (inplace .and. me == root) then
+      call fill(t, me, cnts(me), displs(me), csalt)
+      select case (t)
+      case (T_INT)
+        if (v) call MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ia, cnts, displs, ty, root, comm, ierr)
+        if (.not. v) call MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ia, n, ty, root, comm, ierr)
+      case (T_REAL)
+        if (v) call MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ra, cnts, displs, ty, root, comm, ierr)
+        if (.not. v) call MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ra, n, ty, root, comm, ierr)
+      case default
+        if (v) call MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, da, cnts, displs, ty, root, comm, ierr)
+        if (.not. v) call MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, da, n, ty, root, comm, ierr)
+      end select
+    else
+      select case (t)
+      case (T_INT)
+        if (v) call MPI_Gatherv(ib, cnts(me), ty, ia, cnts, displs, ty, root, comm, ierr)
+        if (.not. v) call MPI_Gather(ib, n, ty, ia, n, ty, root, comm, ierr)
+      case (T_REAL)
+        if (v) call MPI_Gatherv(rb, cnts(me), ty, ra, cnts, displs, ty, root, comm, ierr)
+        if (.not. v) call MPI_Gather(rb, n, ty, ra, n, ty, root, comm, ierr)
+      case default
+        if (v) call MPI_Gatherv(db, cnts(me), ty, da, cnts, displs, ty, root, comm, ierr)
+        if (.not. v) call MPI_Gather(db, n, ty, da, n, ty, root, comm, ierr)
+      end select
+    end if
+    call check_err(ierr, trim(what))
+    if (me == root) then
+      do r = 0, np - 1
+        do i = 1, cnts(r)
+          ex(displs(r) + i) = val(csalt, r, i, t)
+        end do
+      end do
+    else
+      ex(1:total) = -7d0                  ! a non-root rank's receive buffer stays untouched
+    end if
+    call compare(trim(what), t, total, root, inplace)
+    deallocate (cnts, displs)
+  end subroutine do_gather
+
+  ! MPI_Scatter (v false) or MPI_Scatterv (v true) from root
+  subroutine do_scatter(comm, t, n, root, inplace, v)
+    integer, intent(in) :: comm, t, n, root
+    logical, intent(in) :: inplace, v
+    integer :: me, np, ierr, r, i, total, ty, mine
+    integer, allocatable :: cnts(:), displs(:)
+    character(len=12) :: what
+    ncases = ncases + 1
+    csalt = csalt + 1
+    call MPI_Comm_rank(comm, me, ierr)
+    call MPI_Comm_size(comm, np, ierr)
+    allocate (cnts(0:np - 1), displs(0:np - 1))
+    call rooted_blocks(np, n, v, cnts, displs, total)
+    what = 'MPI_Scatter'
+    if (v) what = 'MPI_Scatterv'
+    ty = mpitype(t)
+    mine = cnts(me)
+    ia(1:total) = -7
+    ra(1:total) = -7.0
+    da(1:total) = -7d0
+    ib(1:mine) = -7
+    rb(1:mine) = -7.0
+    db(1:mine) = -7d0
+    if (me == root) then
+      do r = 0, np - 1
+        call fill(t, r, cnts(r), displs(r), csalt)
+      end do
+    end if
+    if (inplace .and. me == root) then
+      select case (t)
+      case (T_INT)
+        if (v) call MPI_Scatterv(ia, cnts, displs, ty, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm, ierr)
+        if (.not. v) call MPI_Scatter(ia, n, ty, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm, ierr)
+      case (T_REAL)
+        if (v) call MPI_Scatterv(ra, cnts, displs, ty, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm, ierr)
+        if (.not. v) call MPI_Scatter(ra, n, ty, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm, ierr)
+      case default
+        if (v) call MPI_Scatterv(da, cnts, displs, ty, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm, ierr)
+        if (.not. v) call MPI_Scatter(da, n, ty, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, root, comm, ierr)
+      end select
+      ia(1:mine) = ia(displs(me) + 1:displs(me) + mine)
+      ra(1:mine) = ra(displs(me) + 1:displs(me) + mine)
+      da(1:mine) = da(displs(me) + 1:displs(me) + mine)
+    else
+      select case (t)
+      case (T_INT)
+        if (v) call MPI_Scatterv(ia, cnts, displs, ty, ib, mine, ty, root, comm, ierr)
+        if (.not. v) call MPI_Scatter(ia, n, ty, ib, n, ty, root, comm, ierr)
+      case (T_REAL)
+        if (v) call MPI_Scatterv(ra, cnts, displs, ty, rb, mine, ty, root, comm, ierr)
+        if (.not. v) call MPI_Scatter(ra, n, ty, rb, n, ty, root, comm, ierr)
+      case default
+        if (v) call MPI_Scatterv(da, cnts, displs, ty, db, mine, ty, root, comm, ierr)
+        if (.not. v) call MPI_Scatter(da, n, ty, db, n, ty, root, comm, ierr)
+      end select
+      ia(1:mine) = ib(1:mine)
+      ra(1:mine) = rb(1:mine)
+      da(1:mine) = db(1:mine)
+    end if
+    call check_err(ierr, trim(what))
+    do i = 1, mine
+      ex(i) = val(csalt, me, i, t)
+    end do
+    call compare(trim(what), t, mine, root, inplace)
+    deallocate (cnts, displs)
+  end subroutine do_scatter
 end module collcheck_f90_mod
 
 program collcheck_f90
@@ -418,6 +567,12 @@ program collcheck_f90
         if (n > 65539) n = 65539
         call do_allgather(comms(ic), t, min(n, maxcount), ip == 1)
         call do_allgatherv(comms(ic), t, min(n, maxcount) / 3, ip == 1)
+      end do
+      ! gather and scatter: every root, (v) with irregular blocks, in place at every other root
+      do root = 0, np - 1
+        n = min(counts(1 + mod(root + t, nc)), 65539, maxcount) / 3
+        call do_gather(comms(ic), t, n, root, mod(root + t, 2) == 0, mod(root, 2) == 1)
+        call do_scatter(comms(ic), t, n, root, mod(root + t, 2) == 1, mod(root, 2) == 0)
       end do
     end do
   end do

@@ -93,67 +93,6 @@ static int source_of(const struct wm_comm *wc, int b)
     return e == wc->rank ? wan_lane(wc, b) : e;
 }
 
-static void *block_in(void *recvbuf, const int *displs, const struct wm_layout *rl, int b)
-{
-    return (char *)recvbuf + (MPI_Aint)displs[b] * rl->extent;
-}
-
-/* Whether blocks of this receive type must travel packed (their elements
- * are not size bytes apart). */
-static int must_pack(const struct wm_layout *rl)
-{
-    return !(rl->true_extent == rl->size && rl->extent == rl->size);
-}
-
-/* Byte length and place of every block: in place in recvbuf (`packed` 0, a
- * contiguous type: *data points into it) or packed in rank order into a new
- * buffer (`packed` 1: *data is it). Returns the total bytes. */
-static int64_t blocks(const struct wm_comm *wc, void *recvbuf, const int *recvcounts, const int *displs,
-                      const struct wm_layout *rl, int packed, int64_t *at, int64_t *len, char **data)
-{
-    int64_t total = 0;
-    for (int b = 0; b < wc->size; b++) {
-        len[b] = (int64_t)recvcounts[b] * rl->size;
-        at[b] = packed ? total : (int64_t)displs[b] * rl->extent;
-        total += len[b];
-    }
-    *data = packed ? malloc((size_t)(total ? total : 1)) : (char *)recvbuf + rl->true_lb;
-    if (!*data)
-        wm_fatal("out of memory: %lld bytes for an allgather", (long long)total);
-    return total;
-}
-
-/* Puts my own block where `blocks` placed it. */
-static int own_block(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                     void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype,
-                     const struct wm_layout *rl, char *data, int64_t total, const int64_t *at, int packed)
-{
-    int me = wc->rank, pos = (int)at[me];
-    void *mine = block_in(recvbuf, displs, rl, me);
-    if (sendbuf == MPI_IN_PLACE)
-        return packed ? PMPI_Pack(mine, recvcounts[me], recvtype, data, (int)total, &pos, wc->shadow)
-                      : MPI_SUCCESS;
-    if (packed)
-        return PMPI_Pack(sendbuf, sendcount, sendtype, data, (int)total, &pos, wc->shadow);
-    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, 0, 0, mine, recvcounts[me], recvtype, 0, 0,
-                         MPI_COMM_SELF, MPI_STATUS_IGNORE);
-}
-
-/* Unpacks every block from the rank-order packed buffer into recvbuf. */
-static int unpack_blocks(const struct wm_comm *wc, const char *data, int64_t total, const int64_t *at,
-                         void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype,
-                         const struct wm_layout *rl)
-{
-    int rc = MPI_SUCCESS;
-    for (int b = 0; b < wc->size && rc == MPI_SUCCESS; b++) {
-        int pos = (int)at[b];
-        if (recvcounts[b] > 0)
-            rc = PMPI_Unpack(data, (int)total, &pos, block_in(recvbuf, displs, rl, b), recvcounts[b], recvtype,
-                             wc->shadow);
-    }
-    return rc;
-}
-
 int wm_allgatherv_multilane(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                             void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype)
 {
@@ -165,14 +104,14 @@ int wm_allgatherv_multilane(const struct wm_comm *wc, const void *sendbuf, int s
     if (!at)
         wm_fatal("out of memory for an allgather of %d ranks", wc->size);
     struct gather g = { .wc = wc, .at = at, .len = at + wc->size };
-    int packed = must_pack(&rl);
-    int64_t total = blocks(wc, recvbuf, recvcounts, displs, &rl, packed, g.at, g.len, &g.data), longest = 0;
+    int packed = wm_must_pack(&rl);
+    int64_t total = wm_blocks(wc->size, recvbuf, recvcounts, displs, &rl, packed, g.at, g.len, &g.data), longest = 0;
     for (int b = 0; b < wc->size; b++)
         longest = g.len[b] > longest ? g.len[b] : longest;
     if (total == 0)
         goto out;
-    if ((rc = own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &rl, g.data,
-                        total, g.at, packed)) != MPI_SUCCESS)
+    if ((rc = wm_own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &rl, g.data,
+                           g.at, g.len, packed)) != MPI_SUCCESS)
         goto out;
     int64_t chunk;
     g.per_block = wm_pieces(wc, longest, (int64_t)wm_chunk_bytes(), wc->size, &chunk);
@@ -191,7 +130,7 @@ int wm_allgatherv_multilane(const struct wm_comm *wc, const void *sendbuf, int s
         }
     rc = wm_sched_run(&s);
     if (rc == MPI_SUCCESS && packed)
-        rc = unpack_blocks(wc, g.data, total, g.at, recvbuf, recvcounts, displs, recvtype, &rl);
+        rc = wm_unpack_blocks(wc, g.data, g.at, g.len, recvbuf, recvcounts, displs, recvtype, &rl);
 out:
     if (packed)
         free(g.data);
@@ -214,7 +153,7 @@ int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int 
         wm_fatal("out of memory for an allgather of %d ranks", P);
     int *displs_c = counts + C, *local_counts = counts + 2 * C, *local_displs = local_counts + wc->cluster_size[X];
     char *all;
-    int64_t total = blocks(wc, recvbuf, recvcounts, displs, &rl, 1, at, len, &all);
+    int64_t total = wm_blocks(P, recvbuf, recvcounts, displs, &rl, 1, at, len, &all);
     for (int x = 0, d = 0; x < C; x++) {         /* cluster x's blocks at displs_c[x], in member order */
         int off = 0;
         for (int i = 0; i < wc->cluster_size[x]; i++) {
@@ -235,8 +174,8 @@ int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int 
         wm_fatal("out of memory: %lld bytes for an allgather", (long long)total);
     if (total == 0)
         goto out;
-    if ((rc = own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &rl, all, total,
-                        at, 1)) != MPI_SUCCESS)
+    if ((rc = wm_own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &rl, all, at,
+                           len, 1)) != MPI_SUCCESS)
         goto out;
     rc = PMPI_Gatherv(all + at[wc->rank], (int)len[wc->rank], MPI_BYTE, by_cluster + displs_c[X], local_counts,
                       local_displs, MPI_BYTE, 0, wc->local);
@@ -248,7 +187,7 @@ int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int 
         goto out;
     for (int b = 0; b < P; b++)
         memcpy(all + at[b], by_cluster + in_cluster[b], (size_t)len[b]);
-    rc = unpack_blocks(wc, all, total, at, recvbuf, recvcounts, displs, recvtype, &rl);
+    rc = wm_unpack_blocks(wc, all, at, len, recvbuf, recvcounts, displs, recvtype, &rl);
 out:
     free(all);
     free(by_cluster);

@@ -86,12 +86,35 @@ static enum wm_alg by_size(enum wm_alg alg, double bytes)
     return alg == WM_ALG_MULTILANE && bytes <= (double)wm_settings()->small ? WM_ALG_SINGLELANE : alg;
 }
 
+/* The built-in choice for gather(v) and scatter(v) (one algorithm each),
+ * from the 2x4 testbed at 10 ms, both MPIs, ours / the MPI's own in time
+ * (docs/benchmarks.md, "Gather and scatter"): a gather is ours below 2 MiB
+ * (64 KiB-1 MiB: 1.03-3.9x faster; 4-16 MiB: 0.83-1.00x), a scatter from
+ * 1 MiB (under MPICH 1.37-1.46x faster, under Open MPI 0.77-1.08x; below,
+ * Open MPI's own 0.54-1.30x), a gatherv always (its size is the root's
+ * alone: 256 KiB-1 MiB 1.05-5.8x, 4-16 MiB 0.71-1.08x), a scatterv never
+ * (0.80-1.47x, mostly within 0.94-1.03x: nothing to gain). */
+#define GATHER_OURS_BELOW   (2.0 * 1048576)
+#define SCATTER_OURS_FROM   (1.0 * 1048576)
+
+static enum wm_alg rooted_builtin(enum wm_coll c, enum wm_alg alg, double bytes)
+{
+    if (c == WM_GATHER && bytes >= GATHER_OURS_BELOW)
+        return WM_ALG_MPI;
+    if ((c == WM_SCATTER && bytes < SCATTER_OURS_FROM) || c == WM_SCATTERV)
+        return WM_ALG_MPI;
+    return alg;
+}
+
 /* What runs, once the arguments have been checked: `alg` is WM_ALG_MPI if
  * only the MPI library can take the call, else the collective's setting. */
 static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg alg, double bytes)
 {
-    enum wm_alg builtin = c == WM_BARRIER ? alg : by_size(alg, bytes);
-    if (alg == WM_ALG_MPI || wm_settings()->alg_set[c])
+    int rooted = c == WM_GATHER || c == WM_GATHERV || c == WM_SCATTER || c == WM_SCATTERV;
+    if (alg == WM_ALG_MPI || (rooted && wm_settings()->alg_set[c]))
+        return alg;
+    enum wm_alg builtin = c == WM_BARRIER ? alg : rooted ? rooted_builtin(c, alg, bytes) : by_size(alg, bytes);
+    if (wm_settings()->alg_set[c])
         return builtin;
     return wm_rules_choose(wc, c, bytes, builtin);
 }
@@ -250,6 +273,155 @@ int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     return rc;
 }
 
+/* Gather(v), scatter(v): each rank checks its own arguments (only the root
+ * knows a v-variant's counts); one that MPI would reject goes to the MPI
+ * library, which reports it there. `mine`: bytes of this rank's block;
+ * `whole` (gather, scatter): the root's whole buffer, the same on every rank. */
+static int rooted_enter(enum wm_coll coll, MPI_Comm comm, int root, const struct wm_comm **wc, enum wm_alg *alg)
+{
+    int rc = enter(coll, comm, wc, alg);
+    if (rc == MPI_SUCCESS && *alg != WM_ALG_MPI && (root < 0 || root >= (*wc)->size))
+        *alg = WM_ALG_MPI;
+    return rc;
+}
+
+/* My block as a non-root rank: count elements of type, not MPI_IN_PLACE; -1 if MPI would reject it. */
+static int64_t member_block(const void *buf, int count, MPI_Datatype type)
+{
+    int size = 0;
+    return buf != MPI_IN_PLACE && count >= 0 && type_size(type, &size) ? (int64_t)count * size : -1;
+}
+
+/* The root's counts, every one >= 0; -1 if MPI would reject them, else their bytes. */
+static double root_counts(const struct wm_comm *wc, const int *counts, const int *displs, MPI_Datatype type,
+                          int *size)
+{
+    double bytes = 0;
+    if (!counts || !displs || !type_size(type, size))
+        return -1;
+    for (int r = 0; r < wc->size; r++) {
+        if (counts[r] < 0)
+            return -1;
+        bytes += (double)counts[r] * *size;
+    }
+    return bytes;
+}
+
+/* Gather and scatter as their v-variants: equal counts at displacements r * count. */
+static int *equal_counts(const struct wm_comm *wc, int count)
+{
+    int *counts = malloc(2 * sizeof(int) * (size_t)wc->size);
+    if (!counts)
+        wm_fatal("out of memory for a collective of %d ranks", wc->size);
+    for (int r = 0; r < wc->size; r++) {
+        counts[r] = count;
+        counts[wc->size + r] = r * count;
+    }
+    return counts;
+}
+
+/* Gather or scatter: the root's buffer of every block is (whole, wcount,
+ * wtype): the receive side of a gather, the send side of a scatter; every
+ * rank's own block is the other side. */
+static int rooted(enum wm_coll coll, const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int gather = coll == WM_GATHER, wcount = gather ? recvcount : sendcount, ocount = gather ? sendcount : recvcount;
+    MPI_Datatype wtype = gather ? recvtype : sendtype, otype = gather ? sendtype : recvtype;
+    const void *own = gather ? sendbuf : recvbuf;
+    int rc = rooted_enter(coll, comm, root, &wc, &alg), wsize = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int64_t block = -1;
+    if (alg != WM_ALG_MPI && wc->rank == root) {
+        if (wcount >= 0 && type_size(wtype, &wsize) && send_matches(own, ocount, otype, (int64_t)wcount * wsize))
+            block = (int64_t)wcount * wsize;
+    } else if (alg != WM_ALG_MPI) {
+        block = member_block(own, ocount, otype);
+    }
+    if (block < 0 || block * wc->size > INT_MAX)
+        alg = WM_ALG_MPI;
+    double bytes = block > 0 ? (double)block * wc->size : 0;
+    alg = decide(wc, coll, alg, bytes);
+    int *counts = alg != WM_ALG_MPI && wc->rank == root ? equal_counts(wc, wcount) : NULL;
+    int *displs = counts ? counts + wc->size : NULL;
+    if (alg == WM_ALG_MPI)
+        rc = gather ? PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+                    : PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    else
+        rc = gather ? wm_gatherv_run(wc, 1, sendbuf, sendcount, sendtype, recvbuf, counts, displs, recvtype, root)
+                    : wm_scatterv_run(wc, 1, sendbuf, counts, displs, sendtype, recvbuf, recvcount, recvtype, root);
+    free(counts);
+    wm_stats_call(coll, alg, bytes, PMPI_Wtime() - t0);
+    return rc;
+}
+
+/* Gatherv or scatterv, as `rooted`: the root's (whole, wcounts, displs, wtype). */
+static int rooted_v(enum wm_coll coll, const void *sendbuf, const int *sendcounts, int sendcount,
+                    MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, int recvcount,
+                    const int *displs, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int gather = coll == WM_GATHERV, ocount = gather ? sendcount : recvcount;
+    const int *wcounts = gather ? recvcounts : sendcounts;
+    MPI_Datatype wtype = gather ? recvtype : sendtype, otype = gather ? sendtype : recvtype;
+    const void *own = gather ? sendbuf : recvbuf;
+    int rc = rooted_enter(coll, comm, root, &wc, &alg), wsize = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    double bytes = 0;
+    if (alg != WM_ALG_MPI && wc->rank == root) {
+        bytes = root_counts(wc, wcounts, displs, wtype, &wsize);
+        if (bytes < 0 || !send_matches(own, ocount, otype, (int64_t)wcounts[root] * wsize))
+            alg = WM_ALG_MPI;
+    } else if (alg != WM_ALG_MPI) {
+        bytes = (double)member_block(own, ocount, otype);
+        if (bytes < 0)
+            alg = WM_ALG_MPI;
+    }
+    alg = decide(wc, coll, alg, 0);             /* only the root knows the size: none in the choice */
+    if (alg == WM_ALG_MPI)
+        rc = gather ? PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
+                    : PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    else
+        rc = gather ? wm_gatherv_run(wc, 0, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root)
+                    : wm_scatterv_run(wc, 0, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                                      root);
+    wm_stats_call(coll, alg, bytes > 0 ? bytes : 0, PMPI_Wtime() - t0);
+    return rc;
+}
+
+int wm_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+              MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return rooted(WM_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int wm_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+               MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return rooted(WM_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int wm_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
+               const int *displs, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return rooted_v(WM_GATHERV, sendbuf, NULL, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, root,
+                    comm);
+}
+
+int wm_scatterv(const void *sendbuf, const int *sendcounts, const int *displs, MPI_Datatype sendtype,
+                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return rooted_v(WM_SCATTERV, sendbuf, sendcounts, 0, sendtype, recvbuf, NULL, recvcount, displs, recvtype, root,
+                    comm);
+}
+
 int wm_barrier_call(MPI_Comm comm)
 {
     double t0 = PMPI_Wtime();
@@ -390,6 +562,30 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
     return wm_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+               MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return wm_gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return wm_gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return wm_scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return wm_scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
 int MPI_Barrier(MPI_Comm comm)

@@ -43,6 +43,13 @@ static int *room(MPI_Comm comm, int per_rank, int *n)
     return *n > 0 ? malloc(sizeof(int) * (size_t)per_rank * (size_t)*n) : NULL;
 }
 
+/* Whether this rank is the root of a rooted collective on an intracommunicator. */
+static int is_root(MPI_Comm comm, int root)
+{
+    int rank = -1;
+    return comm != MPI_COMM_NULL && PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS && rank == root;
+}
+
 int MPI_Bcast_c(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm)
 {
     return fits(count) ? wm_bcast(buf, (int)count, type, root, comm) : PMPI_Bcast_c(buf, count, type, root, comm);
@@ -90,6 +97,60 @@ int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
     else
         rc = PMPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     free(recv);
+    return rc;
+}
+
+int MPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    /* each count matters only where MPI reads it: the send count not with MPI_IN_PLACE,
+     * the receive count at the root only (elsewhere it may hold anything) */
+    return (sendbuf == MPI_IN_PLACE || fits(sendcount)) && (fits(recvcount) || !is_root(comm, root))
+               ? wm_gather(sendbuf, fits(sendcount) ? (int)sendcount : 0, sendtype, recvbuf,
+                           fits(recvcount) ? (int)recvcount : 0, recvtype, root, comm)
+               : PMPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    return (recvbuf == MPI_IN_PLACE || fits(recvcount)) && (fits(sendcount) || !is_root(comm, root))
+               ? wm_scatter(sendbuf, fits(sendcount) ? (int)sendcount : 0, sendtype, recvbuf,
+                            fits(recvcount) ? (int)recvcount : 0, recvtype, root, comm)
+               : PMPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root,
+                  MPI_Comm comm)
+{
+    int n, rc, *recv = room(comm, 2, &n), root_ok = recv && !is_root(comm, root);
+    if (recv && !root_ok)
+        root_ok = recvcounts && displs && as_ints(recvcounts, displs, n, recv);
+    if (root_ok && (sendbuf == MPI_IN_PLACE || fits(sendcount)))
+        rc = wm_gatherv(sendbuf, fits(sendcount) ? (int)sendcount : 0, sendtype, recvbuf,
+                        is_root(comm, root) ? recv : NULL, is_root(comm, root) ? recv + n : NULL, recvtype, root,
+                        comm);
+    else
+        rc = PMPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+    free(recv);
+    return rc;
+}
+
+int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                   MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                   MPI_Comm comm)
+{
+    int n, rc, *send = room(comm, 2, &n), root_ok = send && !is_root(comm, root);
+    if (send && !root_ok)
+        root_ok = sendcounts && displs && as_ints(sendcounts, displs, n, send);
+    if (root_ok && (recvbuf == MPI_IN_PLACE || fits(recvcount)))
+        rc = wm_scatterv(sendbuf, is_root(comm, root) ? send : NULL, is_root(comm, root) ? send + n : NULL,
+                         sendtype, recvbuf, fits(recvcount) ? (int)recvcount : 0, recvtype, root, comm);
+    else
+        rc = PMPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype,
+                             recvbuf, recvcount, recvtype, root, comm);
+    free(send);
     return rc;
 }
 

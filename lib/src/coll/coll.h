@@ -36,6 +36,17 @@ int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int 
                              MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
                              MPI_Datatype recvtype);
 
+/* Gatherv and Scatterv (Gather and Scatter: equal counts, displacements
+ * r * count). `sizes_known`: every rank knows every block's size (equal
+ * counts); else the rank's own size is `own_bytes` and the root's counts
+ * tell the others (gather.c). Arguments already checked. */
+int wm_gatherv_run(const struct wm_comm *wc, int sizes_known, const void *sendbuf, int sendcount,
+                   MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
+                   MPI_Datatype recvtype, int root);
+int wm_scatterv_run(const struct wm_comm *wc, int sizes_known, const void *sendbuf, const int *sendcounts,
+                    const int *displs, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                    int root);
+
 int wm_barrier(const struct wm_comm *wc);
 
 /* alg: WM_ALG_SCHEDULED or WM_ALG_PACED; arguments already checked. */
@@ -66,6 +77,29 @@ int wm_layout(MPI_Datatype type, int count, struct wm_layout *out);
 void *wm_alloc_elements(const struct wm_layout *l, int64_t count, void **base);
 /* Copies `count` elements (any datatype) from src to dst. */
 int wm_copy_elements(void *dst, const void *src, int count, MPI_Datatype type, const struct wm_layout *l);
+
+/* ---- blocks of the v-collectives (blocks.c) ---- */
+
+/* Block b of a buffer described by (counts, displs, type). */
+void *wm_block_in(const void *buf, const int *displs, const struct wm_layout *l, int b);
+/* Whether blocks of this type must travel packed (elements not size bytes apart). */
+int wm_must_pack(const struct wm_layout *l);
+/* Byte length (len) and place (at) of each of the n blocks: in place in buf
+ * (`packed` 0, a contiguous type: *data points into buf) or packed in rank
+ * order into a new buffer (`packed` 1: *data is it, the caller frees it).
+ * Returns the total bytes. */
+int64_t wm_blocks(int n, const void *buf, const int *counts, const int *displs, const struct wm_layout *l,
+                  int packed, int64_t *at, int64_t *len, char **data);
+/* Puts my own block (sendbuf, or MPI_IN_PLACE: already in recvbuf) where
+ * wm_blocks placed it. */
+int wm_own_block(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype,
+                 const struct wm_layout *rl, char *data, const int64_t *at, const int64_t *len, int packed);
+/* Every block from the packed data into recvbuf, or from sendbuf into it. */
+int wm_unpack_blocks(const struct wm_comm *wc, char *data, const int64_t *at, const int64_t *len, void *recvbuf,
+                     const int *recvcounts, const int *displs, MPI_Datatype recvtype, const struct wm_layout *rl);
+int wm_pack_blocks(const struct wm_comm *wc, char *data, const int64_t *at, const int64_t *len, const void *sendbuf,
+                   const int *sendcounts, const int *displs, MPI_Datatype sendtype, const struct wm_layout *sl);
 
 /* Lane j of cluster c (0 <= j < wm_lanes): spread over the cluster's ranks. */
 int wm_lane_rank(const struct wm_comm *wc, int c, int j);

@@ -136,13 +136,15 @@ static int condition(struct parser *p, struct wm_rule *rule, char *token)
             return fail(p, "mpi=%s: expected openmpi or mpich", value);
         return 0;
     }
-    if (c == WM_COND_BYTES && rule->coll == WM_ALLTOALLV)
-        return fail(p, "alltoallv rules cannot have a bytes condition (its ranks see different sizes)");
+    if (c == WM_COND_BYTES && (rule->coll == WM_ALLTOALLV || rule->coll == WM_GATHERV || rule->coll == WM_SCATTERV))
+        return fail(p, "%s rules cannot have a bytes condition (its ranks see different sizes)",
+                    wm_coll_name(rule->coll));
     return range(p, (enum wm_condition)c, value, &rule->range[c]);
 }
 
 static const enum wm_coll wrapped[] = { WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER, WM_ALLGATHERV,
-                                        WM_REDUCE_SCATTER_BLOCK, WM_BARRIER, WM_ALLTOALL, WM_ALLTOALLV };
+                                        WM_REDUCE_SCATTER_BLOCK, WM_BARRIER, WM_GATHER, WM_GATHERV,
+                                        WM_SCATTER, WM_SCATTERV, WM_ALLTOALL, WM_ALLTOALLV };
 
 static int collective(struct parser *p, const char *name, enum wm_coll *out)
 {
@@ -152,7 +154,7 @@ static int collective(struct parser *p, const char *name, enum wm_coll *out)
             return 0;
         }
     return fail(p, "unknown collective '%s' (bcast, allreduce, reduce, allgather, allgatherv, "
-                "reduce_scatter_block, barrier, alltoall, alltoallv)", name);
+                "reduce_scatter_block, barrier, gather, gatherv, scatter, scatterv, alltoall, alltoallv)", name);
 }
 
 static int algorithm(struct parser *p, enum wm_coll coll, const char *name, enum wm_alg *out)

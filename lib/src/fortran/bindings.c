@@ -149,6 +149,57 @@ FORTRAN_NAMES(mpi_allgather, MPI_ALLGATHER,
                MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *ierr),
               (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr))
 
+void mpi_gather_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
+                 MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_gather(send_buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), buffer(recvbuf), *recvcount,
+                        MPI_Type_f2c(*recvtype), *root, MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_gather, MPI_GATHER,
+              (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
+               MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierr))
+
+void mpi_gatherv_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
+                  const MPI_Fint *recvcounts, const MPI_Fint *displs, MPI_Fint *recvtype, MPI_Fint *root,
+                  MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_gatherv(send_buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), buffer(recvbuf),
+                         (const int *)recvcounts, (const int *)displs, MPI_Type_f2c(*recvtype), *root,
+                         MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_gatherv, MPI_GATHERV,
+              (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
+               const MPI_Fint *recvcounts, const MPI_Fint *displs, MPI_Fint *recvtype, MPI_Fint *root,
+               MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, ierr))
+
+/* scatter: MPI_IN_PLACE is the root's receive buffer */
+void mpi_scatter_(void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
+                  MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_scatter(buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), (void *)send_buffer(recvbuf),
+                         *recvcount, MPI_Type_f2c(*recvtype), *root, MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_scatter, MPI_SCATTER,
+              (void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
+               MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, ierr))
+
+void mpi_scatterv_(void *sendbuf, const MPI_Fint *sendcounts, const MPI_Fint *displs, MPI_Fint *sendtype,
+                   void *recvbuf, MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm,
+                   MPI_Fint *ierr)
+{
+    set(ierr, wm_scatterv(buffer(sendbuf), (const int *)sendcounts, (const int *)displs, MPI_Type_f2c(*sendtype),
+                          (void *)send_buffer(recvbuf), *recvcount, MPI_Type_f2c(*recvtype), *root,
+                          MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_scatterv, MPI_SCATTERV,
+              (void *sendbuf, const MPI_Fint *sendcounts, const MPI_Fint *displs, MPI_Fint *sendtype,
+               void *recvbuf, MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *root, MPI_Fint *comm,
+               MPI_Fint *ierr),
+              (sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, ierr))
+
 void mpi_barrier_(MPI_Fint *comm, MPI_Fint *ierr)
 {
     set(ierr, wm_barrier_call(MPI_Comm_f2c(*comm)));

@@ -13,8 +13,9 @@ boundary lies at the geometric mean of the measured sizes either side (the
 first range is open below, the last above). Neighbouring delays whose choices
 are the same at every size merge too; a delay boundary lies at the midpoint
 of the measured delays either side. A range that is everything is left out
-of the rule. alltoallv rules have no bytes condition (its ranks see
-different totals): its choice at the largest size measured holds for all.
+of the rule. alltoallv, gatherv and scatterv rules have no bytes condition
+(their ranks see different totals): the choice at the largest size measured
+holds for all.
 The barrier has one size (0 bytes).
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..rules import Range, Rule, format_bytes
+from ..rules import UNSIZED, Range, Rule, format_bytes
 
 SETTINGS = ("multi", "single", "mpi")
 ALLTOALLS = ("alltoall", "alltoallv")
@@ -96,10 +97,10 @@ def ranges(groups: list[list], boundary) -> list[Range]:
 
 
 def choices_by_size(cells: list[Cell]) -> list[tuple[int, Choice]]:
-    """The choice at each size measured, smallest first (alltoallv: the largest size only)."""
+    """The choice at each size measured, smallest first (UNSIZED: the largest size only)."""
     chosen = [(c.bytes, choose(c.times)) for c in sorted(cells, key=lambda c: c.bytes)]
     chosen = [(b, ch) for b, ch in chosen if ch is not None]
-    if chosen and cells[0].op == "alltoallv":
+    if chosen and cells[0].op in UNSIZED:
         return chosen[-1:]
     return chosen
 
@@ -124,7 +125,7 @@ def op_rules(mpi: str, op: str, cells: list[Cell], fixed: dict[str, Range]) -> l
             conditions = dict(fixed)
             if not delay_range.everything:
                 conditions["delay"] = delay_range
-            if not size_range.everything and op not in ("alltoallv", "barrier"):
+            if not size_range.everything and op not in (*UNSIZED, "barrier"):
                 conditions["bytes"] = size_range
             lines.append(Rule(op, algorithm(op, setting), mpi, conditions).line())
     return lines

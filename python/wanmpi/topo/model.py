@@ -17,7 +17,8 @@ import ipaddress
 from dataclasses import dataclass, field
 
 NETNS_PREFIX = "wm-"
-COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block", "barrier")
+COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block", "barrier",
+               "gather", "gatherv", "scatter", "scatterv")
 ALLTOALLS = ("alltoall", "alltoallv")              # rate-managed (lib/src/coll/alltoall.c)
 RELAY_INSIDE_PORT = 7400            # where a relay takes its cluster's connections
 RELAY_OUTSIDE_PORT = 7401           # where it takes its peer relays' trunks
