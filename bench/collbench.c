@@ -12,12 +12,14 @@
  * 3 if it is wrong). --budget stops repeating a size once its iterations have
  * taken that long (at least one timed iteration always runs).
  * Operations: bcast, allreduce, reduce, allgather, allgatherv, reduce_scatter_block,
- * barrier, alltoall, alltoallv.
+ * barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv.
  * Data are MPI_INT (sizes are rounded down to whole ints; allgather,
- * reduce_scatter_block, alltoall and alltoallv use size/ranks per rank: the
- * size is a rank's whole receive buffer, size/ranks bytes from each rank;
- * alltoallv with uniform counts; allgatherv with irregular ones: odd ranks
- * contribute twice as much as even ones, the size still the whole buffer). */
+ * reduce_scatter_block, alltoall, alltoallv, gather and scatter use
+ * size/ranks per rank: the size is a rank's whole receive buffer (the
+ * root's whole buffer for gather and scatter), size/ranks bytes from each
+ * rank; alltoallv with uniform counts; allgatherv, gatherv and scatterv with
+ * irregular ones: odd ranks contribute (receive) twice as much as even
+ * ones, the size still the whole buffer). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +54,8 @@ static int usage(int rank, const char *why)
 }
 
 static const char *const OPS[] = {"bcast", "allreduce", "reduce", "allgather", "allgatherv",
-                                  "reduce_scatter_block", "barrier", "alltoall", "alltoallv", NULL};
+                                  "reduce_scatter_block", "barrier", "alltoall", "alltoallv",
+                                  "gather", "gatherv", "scatter", "scatterv", NULL};
 
 static int known_op(const char *op)
 {
@@ -90,9 +93,9 @@ static int run_alltoall(int v, int *a, int *b, long per, int rank, int size, int
     return 1;
 }
 
-/* Runs one call; on `check`, verifies the result. Returns 0 if wrong. */
-/* Allgatherv of n ints in all: rank r contributes (1 + r % 2) parts. */
-static int run_allgatherv(int *a, int *b, long n, int rank, int size, int check)
+/* Irregular blocks of n ints in all: rank r's has (1 + r % 2) parts.
+ * Returns counts (size ints) followed by displacements; free it. */
+static int *irregular(long n, int size)
 {
     long parts = 0;
     for (int r = 0; r < size; r++) parts += 1 + r % 2;
@@ -103,6 +106,43 @@ static int run_allgatherv(int *a, int *b, long n, int rank, int size, int check)
         displs[r] = d;
         d += counts[r];
     }
+    return counts;
+}
+
+/* Gather(v) or scatter(v) of n ints in all at `root` (v: irregular blocks).
+ * Returns 0 if wrong. */
+static int run_rooted(int gather, int v, int *a, int *b, long n, int root, int rank, int size, int check)
+{
+    int *counts = irregular(n, size), *displs = counts + size, ok = 1;
+    if (!v)
+        for (int r = 0; r < size; r++) counts[r] = (int)(n / size), displs[r] = (int)(r * (n / size));
+    int mine = counts[rank];
+    if (check && gather)
+        for (long i = 0; i < mine; i++) a[i] = rank * 7919 + (int)i;
+    if (check && !gather && rank == root)
+        for (int r = 0; r < size; r++)
+            for (long i = 0; i < counts[r]; i++) a[displs[r] + i] = r * 7919 + (int)i;
+    if (gather && v)
+        MPI_Gatherv(a, mine, MPI_INT, b, counts, displs, MPI_INT, root, MPI_COMM_WORLD);
+    else if (gather)
+        MPI_Gather(a, mine, MPI_INT, b, mine, MPI_INT, root, MPI_COMM_WORLD);
+    else if (v)
+        MPI_Scatterv(a, counts, displs, MPI_INT, b, mine, MPI_INT, root, MPI_COMM_WORLD);
+    else
+        MPI_Scatter(a, mine, MPI_INT, b, mine, MPI_INT, root, MPI_COMM_WORLD);
+    if (check && gather && rank == root)
+        for (int r = 0; r < size; r++)
+            for (long i = 0; i < counts[r]; i++) ok &= b[displs[r] + i] == r * 7919 + (int)i;
+    if (check && !gather)
+        for (long i = 0; i < mine; i++) ok &= b[i] == rank * 7919 + (int)i;
+    free(counts);
+    return ok;
+}
+
+/* Allgatherv of n ints in all: rank r contributes (1 + r % 2) parts. */
+static int run_allgatherv(int *a, int *b, long n, int rank, int size, int check)
+{
+    int *counts = irregular(n, size), *displs = counts + size;
     if (check)
         for (long i = 0; i < counts[rank]; i++) a[i] = rank * 7919 + (int)i;
     MPI_Allgatherv(a, counts[rank], MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD);
@@ -114,6 +154,7 @@ static int run_allgatherv(int *a, int *b, long n, int rank, int size, int check)
     return ok;
 }
 
+/* Runs one call; on `check`, verifies the result. Returns 0 if wrong. */
 static int run(const char *op, int *a, int *b, long n, int root, int rank, int size, int check)
 {
     long per = n / size;
@@ -140,6 +181,8 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
         if (check)
             for (int r = 0; r < size; r++)
                 for (long i = 0; i < per; i++) if (b[r * per + i] != r * 7919 + (int)i) return 0;
+    } else if (!strncmp(op, "gather", 6) || !strncmp(op, "scatter", 7)) {
+        return run_rooted(op[0] == 'g', op[strlen(op) - 1] == 'v', a, b, n, root, rank, size, check);
     } else if (!strcmp(op, "allgatherv")) {
         return run_allgatherv(a, b, n, rank, size, check);
     } else if (!strcmp(op, "reduce_scatter_block")) {
@@ -189,7 +232,8 @@ int main(int argc, char **argv)
             if (bytes < 0)
                 return usage(rank, "bad size in --sizes");
             long n = bytes / (long)sizeof(int);
-            if (!strcmp(op, "allgather") || !strcmp(op, "reduce_scatter_block") || !strncmp(op, "alltoall", 8))
+            if (!strcmp(op, "allgather") || !strcmp(op, "reduce_scatter_block") || !strncmp(op, "alltoall", 8) ||
+                !strcmp(op, "gather") || !strcmp(op, "scatter"))
                 n = n / size * size;
             int *a = malloc((size_t)(n + 1) * sizeof(int)), *b = malloc((size_t)(n + 1) * sizeof(int));
             double *times = malloc((size_t)iters * sizeof(double)), spent = 0;

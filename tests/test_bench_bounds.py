@@ -22,10 +22,18 @@ def nodes(path):
     ("alltoall", 4 * 4 * (4 * MIB / 8) / WAN + 0.010),          # 16 blocks of M/8 cross per direction
     ("alltoallv", 4 * 4 * (4 * MIB / 8) / WAN + 0.010),
     ("allgather", 4 * MIB / NIC + 0.010),
+    ("gather", 4 * MIB * 7 / 8 / NIC + 0.010),                 # the root's NIC takes every other block
+    ("scatterv", 4 * MIB * 7 / 8 / NIC + 0.010),
 ])
 def test_two_clusters(op, expected):
     t = topo.load("examples/two-clusters.toml")
     assert lower_bound(t, op, 4 * MIB, nodes("examples/two-clusters.toml"), 10) == pytest.approx(expected)
+
+
+def test_a_gather_with_a_narrow_wan_is_bound_by_what_the_root_s_cluster_takes_in():
+    t = topo.loads(open("examples/two-clusters.toml").read().replace('rate = "200Mbit"', 'rate = "10Mbit"'))
+    n = nodes("examples/two-clusters.toml")                 # root (rank 0) in a, 4 ranks each
+    assert lower_bound(t, "gather", 4 * MIB, n, 10) == pytest.approx(4 * (4 * MIB / 8) / (10e6 / 8) + 0.010)
 
 
 def test_three_clusters_cut_by_the_sum_of_a_cluster_s_links():

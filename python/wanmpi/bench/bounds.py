@@ -12,6 +12,10 @@ among the ranks' nodes, P: ranks):
                        sends M (the others' contributions) over its links
   alltoall(v)          max((P-1)m/b, WAN) + d  m = M/P per pair: cluster c with
                        n_c ranks sends and receives n_c (P-n_c) m over its links
+  gather(v), scatter(v)  max(M(P-1)/(Pb), WAN) + d  the root (rank 0) receives
+                       or sends every other block; the root's cluster carries
+                       (P-n_c) M/P over its links, any other n_c M/P (equal
+                       blocks; the v-variants' irregular blocks taken as equal)
   other operations     max(M/b, WAN for M into every cluster) + d
 
 "Its links" is the sum of the rates of the cluster's WAN links: a cut, so the
@@ -40,6 +44,9 @@ def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms:
         pair = size / ranks
         local = (ranks - 1) * pair / b
         cut = {c: n * (ranks - n) * pair for c, n in per_cluster.items()}
+    elif op in ("gather", "gatherv", "scatter", "scatterv"):
+        local = size * (ranks - 1) / (ranks * b)
+        cut = {c: (ranks - n if c == nodes[0].cluster else n) * size / ranks for c, n in per_cluster.items()}
     else:
         local = size / b
         cut = {c: size for c in per_cluster}
