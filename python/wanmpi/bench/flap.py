@@ -11,10 +11,10 @@ time), and whether the job survived. The links are restored whatever happens
 (also on failure or Ctrl-C: the runner puts the link settings back too).
 
 Variants: `wanmpi` (libwanmpi and libwanshim, whose WAN sockets cap TCP's
-retransmission interval), `plain` (the MPI alone) and `relayed` (wanmpi with
+retransmission interval), `plain` (the MPI alone), `relayed` (wanmpi with
 every cross-cluster connection through one relay per cluster, whose trunks
 resume their sessions on new connections after an outage: docs/wanrelay.md,
-"Session resumption").
+"Streams") and `relayed-rbudp` (the same, bulk data blasted over UDP).
 """
 from __future__ import annotations
 
@@ -29,13 +29,26 @@ from ..job import placement
 from ..testbed import emulator
 from ..topo import Topology
 from . import plot
-from .cases import BASE, BenchError, Case, plan, with_relays
+from .cases import BASE, BenchError, Case, TopologySpec, plan, with_relays
 from .job_output import job_output
 from .results import exit_status, finish, markdown_table, now_iso
 from .runner import Runner
 
-VARIANTS = {"wanmpi": (True, False), "plain": (False, False), "relayed": (True, True)}   # (libwanmpi, relays)
+# variant: (libwanmpi, relays)
+VARIANTS = {"wanmpi": (True, False), "plain": (False, False), "relayed": (True, True), "relayed-rbudp": (True, True)}
 RELAYED = with_relays(1, public=True)
+RBUDP_RATE = "90Mbit"           # the blast rate of the relay pair: 90 % of the relay node's 100 Mbit/s NIC
+
+
+def rbudp_relays(raw: dict) -> dict:
+    """RELAYED with the relays' bulk data as RBUDP blasts (docs/rbudp.md)."""
+    return {**RELAYED.transform(raw), "relay": {"transport": "rbudp", "rbudp_rate": RBUDP_RATE}}
+
+
+RELAYED_RBUDP = TopologySpec("relays-1-public-rbudp", rbudp_relays,
+                             description=f"public clusters with 1 relay node(s), RBUDP at {RBUDP_RATE}")
+TOPOLOGIES = {"relayed": RELAYED, "relayed-rbudp": RELAYED_RBUDP}
+STEP_BYTES = 1 << 20            # the allreduce of every step
 LEAD_S = 8.0                    # job start-up and a few steps before the cut
 AFTER_S = 15.0                  # the loop runs this long past the cut's end (the stall must fit)
 
@@ -53,17 +66,18 @@ def stall(ends: list[float], up_at: float) -> float | None:
     return after[0] - up_at if after else None
 
 
-def execute(case: Case, t: Topology, cut_s: float, timeout: float, monitor: Path | None = None) -> dict:
+def execute(case: Case, t: Topology, cut_s: float, timeout: float, monitor: Path | None = None,
+            step_bytes: int = STEP_BYTES) -> dict:
     """One job through one cut; with `monitor`, the WAN's 1 ms traffic is
     recorded there (a CSV per case) and drawn with the cut shaded."""
     if monitor is None:
-        return run_job(case, t, cut_s, timeout, {})
+        return run_job(case, t, cut_s, timeout, {}, step_bytes)
     monitor.mkdir(parents=True, exist_ok=True)
     csv = monitor / f"flap-{case.mpi}-{case.variant}-{cut_s:g}s-{case.rep}.csv"
     emulator.request({"cmd": "monitor", "file": str(csv.resolve())})
     times = {"monitor": time.time()}
     try:
-        metrics = run_job(case, t, cut_s, timeout, times)
+        metrics = run_job(case, t, cut_s, timeout, times, step_bytes)
     finally:
         emulator.request({"cmd": "monitor", "file": None})
     down, up = ((times[k] - times["monitor"]) * 1000 for k in ("down", "up"))
@@ -71,9 +85,10 @@ def execute(case: Case, t: Topology, cut_s: float, timeout: float, monitor: Path
     return {**metrics, "traffic_png": png}
 
 
-def run_job(case: Case, t: Topology, cut_s: float, timeout: float, times: dict[str, float]) -> dict:
+def run_job(case: Case, t: Topology, cut_s: float, timeout: float, times: dict[str, float],
+            step_bytes: int) -> dict:
     nodes = placement.placement(t, len(t.nodes))
-    argv = [str(paths.program(case.mpi, "steps")), "--bytes", str(1 << 20), "--seconds", str(LEAD_S + cut_s + AFTER_S)]
+    argv = [str(paths.program(case.mpi, "steps")), "--bytes", str(step_bytes), "--seconds", str(LEAD_S + cut_s + AFTER_S)]
 
     def outage() -> None:
         time.sleep(LEAD_S)
@@ -117,20 +132,21 @@ def summarize(records) -> list[dict]:
 
 
 def run(base: Topology, cuts: list[float], variants: list[str], mpis: list[str], reps: int,
-        json_path: str | None, timeout: float, runner: Runner | None = None, monitor: str | None = None) -> int:
+        json_path: str | None, timeout: float, runner: Runner | None = None, monitor: str | None = None,
+        step_bytes: int = STEP_BYTES) -> int:
     if not base.emulated or not base.links:
         raise BenchError(f"{base.source}: the flap benchmark needs the emulated testbed with a WAN link to cut")
     cases = [c for cut in cuts for c in plan(["steps"], variants, mpis, [None], reps,
-                                              topology_of=lambda v: RELAYED if v == "relayed" else BASE,
+                                              topology_of=lambda v: TOPOLOGIES.get(v, BASE),
                                               params=lambda k, cut=cut: (("cut", cut),))]
     settings = {"cuts_s": cuts, "variants": variants, "mpis": mpis, "reps": reps, "lead_s": LEAD_S,
-                "after_s": AFTER_S, "bytes": 1 << 20, "timeout_s": timeout}
+                "after_s": AFTER_S, "bytes": step_bytes, "timeout_s": timeout}
     started_iso, started = now_iso(), time.monotonic()
     runner = runner or Runner(base)
     where = Path(monitor) if monitor else None
-    records = runner.run(cases, lambda case, t: execute(case, t, case.param("cut"), timeout, where))
+    records = runner.run(cases, lambda case, t: execute(case, t, case.param("cut"), timeout, where, step_bytes))
     summary = summarize(records)
-    print("\nWAN cut during a 1 MiB allreduce loop: seconds from the links' return to the next step's end "
+    print(f"\nWAN cut during a {step_bytes} B allreduce loop: seconds from the links' return to the next step's end "
           "(median)\n")
     print(markdown_table(["mpi", "variant", "cut, s", "stall after the return, s", "step, s", "jobs"],
                          [[s["mpi"], s["variant"], f"{s['cut_s']:g}", f"{s['stall_s']:.2f}", s["step_s"] and f"{s['step_s']:.3f}",

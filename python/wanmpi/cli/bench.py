@@ -132,13 +132,15 @@ def register_flap(suites) -> None:
     topology_option(p)
     p.add_argument("--cuts", type=seconds_list, default="5,30", help="outage lengths in seconds (default: 5,30)")
     p.add_argument("--variants", type=names("--variants", list(flap.VARIANTS)), default="wanmpi,plain,relayed",
-                   help="comma-separated subset of: wanmpi, plain, relayed (through one relay per cluster) "
-                        "(default: all)")
+                   help="comma-separated subset of: wanmpi, plain, relayed (through one relay per cluster), "
+                        "relayed-rbudp (the same with RBUDP blasts) (default: wanmpi,plain,relayed)")
     p.add_argument("--mpis", type=names("--mpis", list(launch.Launcher.registry)), default="openmpi,mpich",
                    help="comma-separated subset of: " + ", ".join(launch.Launcher.registry) + " (default: both)")
     p.add_argument("--reps", type=count("--reps", 1), default=1, help="jobs per cell (default: 1)")
     p.add_argument("--timeout", type=float, help="per job, seconds (default: the loop's length + 120)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--bytes", type=step_bytes, default="1MiB",
+                   help="allreduce size of every step (default: 1MiB; 8 B to 256 MiB)")
     p.add_argument("--monitor", metavar="DIR", help="record the WAN's 1 ms traffic of every job there (CSV) and "
                    "draw it with the cut shaded (PNG)")
     p.set_defaults(handler=cmd_bench_flap)
@@ -155,10 +157,17 @@ def seconds_list(text: str) -> list[float]:
     return values
 
 
+def step_bytes(text: str) -> int:
+    size = quantity("--bytes", units.parse_size)(text)
+    if not 8 <= size <= 256 << 20:
+        raise CliError(f"--bytes must be between 8 bytes and 256 MiB, got {text}")
+    return size
+
+
 def cmd_bench_flap(args) -> int:
     timeout = args.timeout or flap.LEAD_S + max(args.cuts) + flap.AFTER_S + 120
     return flap.run(topology_for(args), args.cuts, args.variants, args.mpis, args.reps, args.json, timeout,
-                    monitor=args.monitor)
+                    monitor=args.monitor, step_bytes=args.bytes)
 
 
 # ---- bench pacing ----------------------------------------------------------------
