@@ -17,7 +17,8 @@ from test_libwanmpi import calls, stats
 
 CHECK = str(REPO / "tests" / "programs" / "mpi4py_check.py")
 LIBRARY = {"openmpi": "Open MPI v4.1", "mpich": "MPICH Version:      5."}
-WRAPPED = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "alltoall", "reduce_scatter_block", "barrier")
+WRAPPED = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "alltoall", "reduce_scatter_block", "barrier",
+           "gather", "gatherv", "scatter", "scatterv")
 
 
 def check(mpi: str, mode: str, *options: str) -> tuple[dict, str]:

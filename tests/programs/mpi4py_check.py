@@ -3,8 +3,8 @@
 Usage: python mpi4py_check.py buffer|pickle [--seed S] [--big-bytes B]
 
 buffer: the buffer API on NumPy arrays (comm.Bcast, Allreduce, Reduce,
-  Allgather, Allgatherv, Alltoall, Reduce_scatter_block, Barrier; in place too) for every
-  common dtype and counts from 0 up, each result compared element by element
+  Allgather, Allgatherv, Gather(v), Scatter(v), Alltoall, Reduce_scatter_block,
+  Barrier; in place too) for every common dtype and counts from 0 up, each result compared element by element
   with what this rank computes itself from every rank's data. Every rank
   derives every rank's data from (seed, rank, call), so nothing is trusted
   that came over MPI. Values are small integers in every dtype, so sums and
@@ -66,6 +66,31 @@ def ops_for(dtype):
     return [o for o, _ in OPS if np.dtype(dtype).kind != "c" or o in (MPI.SUM, MPI.PROD)]
 
 
+def rooted(every, dtype, per, counts, displs):
+    """Gather, Gatherv, Scatter, Scatterv at a root that moves with the calls
+    (MPI_Gather_c & co under MPICH); the v-variants with irregular counts."""
+    global calls
+    mpitype = MPI._typedict[np.dtype(dtype).char]
+    root = (3 * calls) % size
+    mine = rank == root
+    got = np.empty(per * size, dtype) if mine else None
+    comm.Gather(every[rank][:per], got, root=root)
+    if mine:
+        same(f"Gather {dtype} x{per} root {root}", got, np.concatenate([e[:per] for e in every]))
+    got = np.empty(sum(counts), dtype) if mine else None
+    comm.Gatherv(every[rank][:counts[rank]], [got, counts, displs, mpitype] if mine else None, root=root)
+    if mine:
+        same(f"Gatherv {dtype} x{per} root {root}", got, np.concatenate([every[r][:counts[r]] for r in range(size)]))
+    whole = np.resize(every[root], max(per * size, sum(counts)))      # the root's blocks, repeated as needed
+    got = np.empty(per, dtype)
+    comm.Scatter(whole[:per * size] if mine else None, got, root=root)
+    same(f"Scatter {dtype} x{per} root {root}", got, whole[rank * per:(rank + 1) * per])
+    got = np.empty(counts[rank], dtype)
+    comm.Scatterv([whole, counts, displs, mpitype] if mine else None, got, root=root)
+    same(f"Scatterv {dtype} x{per} root {root}", got, whole[displs[rank]:displs[rank] + counts[rank]])
+    calls += 4
+
+
 def buffer_api(seed, big):
     global calls
     cases = [(d, n) for d in DTYPES for n in COUNTS] + [("float64", big // 8), ("int32", big // 4)]
@@ -109,6 +134,7 @@ def buffer_api(seed, big):
         comm.Allgatherv(every[rank][:counts[rank]], [got, counts, displs, MPI._typedict[np.dtype(dtype).char]])
         calls += 1
         same(f"Allgatherv {dtype} x{per}", got, np.concatenate([every[r][:counts[r]] for r in range(size)]))
+        rooted(every, dtype, per, counts, displs)
         got = np.empty(per, dtype)
         comm.Reduce_scatter_block(every[rank][:per * size], got, op=MPI.SUM)
         calls += 1
