@@ -27,6 +27,10 @@ from wanmpi.testbed import net
     (["run", "-n", "2", "--map", "a0,z9", "/bin/true"], "--map: unknown node 'z9'"),
     (["run", "-t", "examples/missing.toml", "-n", "2", "/bin/true"], "examples/missing.toml: cannot read file"),
     (["testbed", "up", "-t", "examples/real-clusters.toml"], "lists real hosts; there is no testbed"),
+    (["bench", "flap", "--bytes", "4B"], "--bytes must be between 8 bytes and 256 MiB, got 4B"),
+    (["bench", "flap", "--bytes", "4"], "--bytes: '4' has no unit"),
+    (["bench", "flap", "--variants", "relayed-quic"], "relayed-quic"),
+    (["bench", "flap", "--cuts", "0.5"], "--cuts: every outage must last 1 to 600 s"),
 ])
 def test_bad_arguments_name_the_problem(args, message):
     done = wanmpi(*args, timeout=60)
