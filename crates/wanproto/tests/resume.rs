@@ -341,3 +341,39 @@ fn a_resumption_that_claims_more_than_was_sent_closes() {
         }
     }
 }
+
+#[test]
+fn garbage_during_a_resumption_never_panics_and_never_resumes() {
+    let mut rng = Rng(99);
+    for round in 0..300 {
+        let mut p = Pair::with_link(LinkParams::instant(), round);
+        assert!(p.handshake());
+        p.break_transport();
+        let nonce = p.rng.nonce();
+        p.a.begin_resume(p.now, nonce).unwrap();
+        let _ = p.a.poll_transmit(p.now, 1 << 20);
+        // Random bytes, or a valid frame header followed by random bytes.
+        let n = rng.range(1, 400);
+        let mut junk = rng.bytes(n);
+        if round % 2 == 0 {
+            let ty = [0x01u8, 0x02, 0x03, 0x23, 0x12, 0x22][rng.range(0, 5)];
+            junk[0] = ty;
+            if junk.len() > 1 {
+                junk[1] = 0;
+            }
+        }
+        p.a.handle_input(p.now, &junk);
+        while let Some(e) = p.a.poll_event() {
+            assert!(
+                !matches!(e, Event::Resumed { .. }),
+                "round {round}: resumed on garbage"
+            );
+        }
+        assert!(!p.a.is_established(), "round {round}");
+        // Its streams are still there unless the session ended.
+        assert!(
+            p.a.is_closed() || p.a.session_id().is_some(),
+            "round {round}"
+        );
+    }
+}
