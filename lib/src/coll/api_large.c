@@ -43,11 +43,16 @@ static int *room(MPI_Comm comm, int per_rank, int *n)
     return *n > 0 ? malloc(sizeof(int) * (size_t)per_rank * (size_t)*n) : NULL;
 }
 
-/* Whether this rank is the root of a rooted collective on an intracommunicator. */
+/* Whether this rank may be the root of a rooted collective, whose counts
+ * then matter: its rank in an intracommunicator; on an intercommunicator
+ * (root MPI_ROOT, MPI_PROC_NULL or a remote rank) always, so that a count
+ * past INT_MAX goes to the MPI unchanged. */
 static int is_root(MPI_Comm comm, int root)
 {
-    int rank = -1;
-    return comm != MPI_COMM_NULL && PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS && rank == root;
+    int rank = -1, inter = 0;
+    if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter)
+        return 1;
+    return PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS && rank == root;
 }
 
 int MPI_Bcast_c(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm)
