@@ -19,8 +19,11 @@ use super::relay::Relay;
 use crate::transport::tcp::{self, Ended};
 use crate::transport::trunk::{Origin, Placement, Trunk};
 
-/// Between two connect attempts to resume a session.
+/// Between two connect attempts to resume a session, for its first minute
+/// (then [`RESUME_RETRY_LATER`]: a long outage is not worth 4 SYNs a second).
 const RESUME_RETRY: Duration = Duration::from_millis(250);
+const RESUME_RETRY_FOR: Duration = Duration::from_secs(60);
+const RESUME_RETRY_LATER: Duration = Duration::from_secs(1);
 /// Longest wait for one of those connects (SYNs lost in an outage are
 /// retried by a newer attempt rather than by the kernel's backoff).
 const RESUME_CONNECT: Duration = Duration::from_secs(1);
@@ -132,8 +135,9 @@ fn resume_on(
 }
 
 /// Connects to the peer of slot `p` again, trying its addresses in turn,
-/// a new attempt every 250 ms while older ones wait for their SYN's answer
-/// (so a link that comes back is used within a fraction of a second).
+/// a new attempt every 250 ms (every second after a minute) while older
+/// ones wait for their SYN's answer (so a link that comes back is used
+/// within a fraction of a second).
 /// `None` when every address refused the connection (the peer relay's host
 /// answers, its relay does not run).
 async fn redial(relay: &Relay, p: Placement) -> Option<TcpStream> {
@@ -143,11 +147,17 @@ async fn redial(relay: &Relay, p: Placement) -> Option<TcpStream> {
     let mut attempts = JoinSet::new();
     let mut n = 0usize;
     let mut refused = 0usize;
+    let started = tokio::time::Instant::now();
     loop {
         let addr = pc.addresses[(p.slot + n) % pc.addresses.len()];
         n += 1;
         attempts.spawn(async move { tokio::time::timeout(limit, connect_peer(addr, bind)).await });
-        let next = tokio::time::sleep(RESUME_RETRY);
+        let pause = if started.elapsed() < RESUME_RETRY_FOR {
+            RESUME_RETRY
+        } else {
+            RESUME_RETRY_LATER
+        };
+        let next = tokio::time::sleep(pause);
         tokio::pin!(next);
         loop {
             tokio::select! {
