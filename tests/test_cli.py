@@ -90,6 +90,20 @@ def test_program_built_for_the_other_mpi_is_refused(name, built, other):
     assert f"is built with {built} but --mpi is {other}" in done.stderr
 
 
+def test_program_built_for_the_standard_abi_is_refused(tmp_path):
+    """MPICH 5's mpicc_abi links libmpi_abi.so.1: libwanmpi (and libwanfence),
+    built for MPICH's own ABI, would crash it, so it is refused up front."""
+    source = tmp_path / "abi.c"
+    source.write_text("#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); return MPI_Finalize(); }\n")
+    built = subprocess.run([str(REPO / ".venv/bin/mpicc_abi"), "-o", str(tmp_path / "abi"), str(source)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    done = wanmpi("run", "--mpi", "mpich", "-n", "2", str(tmp_path / "abi"), timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is built against the MPI standard ABI (libmpi_abi.so.1" in done.stderr, done.stderr
+    assert "wanmpi mpicc --mpi mpich" in done.stderr
+
+
 def test_run_needs_the_testbed_up():
     net.teardown(net.State.load())
     done = wanmpi("run", "-n", "2", program("openmpi", "where"), timeout=60)

@@ -41,6 +41,12 @@ def mpis_of(sonames: set[str]) -> list[str]:
             if any(n.endswith(".so." + l.library.rsplit(".so.", 1)[1]) for n in sonames)]
 
 
+def standard_abi(sonames: set[str]) -> str | None:
+    """The MPI standard ABI library among those sonames (libmpi_abi.so.1, as
+    `mpicc_abi` of MPICH 5 links), if any."""
+    return next((n for n in sorted(sonames) if n.startswith("libmpi_abi.so")), None)
+
+
 def built_with(program: str) -> list[str]:
     """The registered MPIs whose libraries a program is linked against."""
     return mpis_of(libmpi_needed(program))
