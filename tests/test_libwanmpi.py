@@ -15,8 +15,11 @@ from conftest import MPIS, bring_up, program, wanmpi
 from wanmpi.testbed import net
 
 THREE = "examples/three-clusters.toml"
-# gather and scatter(v) go to the MPI's own at some sizes by default: ours at every size
-ROOTED_OURS = [f"WANMPI_{c}=multilane" for c in ("GATHER", "SCATTER", "SCATTERV")]
+# gather and scatter(v) go to the MPI's own at some sizes by default, scan and exscan at all: ours at every size
+ROOTED_OURS = [f"WANMPI_{c}=multilane" for c in ("GATHER", "SCATTER", "SCATTERV", "SCAN", "EXSCAN")]
+# the collectives drawn together (the scans apart: added to the draw they would change its sequence)
+DRAWN = ("bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block", "barrier", "gather", "scatter",
+         "allgatherv", "gatherv", "scatterv")
 
 
 def stats(directory) -> list[dict]:
@@ -45,17 +48,27 @@ def run(mpi, prog, *args, ranks=8, map=None, env=(), topology=None, timeout=600)
 @pytest.mark.parametrize("mpi", MPIS)
 @pytest.mark.parametrize("placement", ["block", "interleave"])
 def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
+    env = [f"WANMPI_STATS={tmp_path}/stats-%r.json", *ROOTED_OURS]
     done = run(mpi, "collcheck", "--seed", "7" if placement == "block" else "8", "--cases", "120",
-               "--max-bytes", "2000000", map=placement, env=[f"WANMPI_STATS={tmp_path}/stats-%r.json", *ROOTED_OURS])
+               "--max-bytes", "2000000", "--only", ",".join(DRAWN), map=placement, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "collcheck: 120 cases ok" in done.stdout
     ranks = stats(tmp_path)
+    (tmp_path / "scans").mkdir()
+    done = run(mpi, "collcheck", "--seed", "9", "--cases", "40", "--max-bytes", "2000000", "--only", "scan,exscan",
+               map=placement, env=[f"WANMPI_STATS={tmp_path}/scans/stats-%r.json", *ROOTED_OURS])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collcheck: 40 cases ok" in done.stdout
+    scans = stats(tmp_path / "scans")
     assert len(ranks) == 8
     for coll in ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block"):
         assert calls(ranks, coll, "multilane") > 0, f"{coll} never took the multi-lane path"
         assert calls(ranks, coll, "singlelane") > 0, f"{coll} never took the small-message path"
     for coll in ("barrier", "gather", "gatherv", "scatter", "scatterv"):     # one algorithm each
         assert calls(ranks, coll, "multilane") > 0, f"{coll} never took our path"
+    for coll in ("scan", "exscan"):     # the prefix follows rank order: ours where clusters are rank ranges
+        assert calls(scans, coll, "mpi") > 0, f"{coll} never went to the MPI (shuffled communicators)"
+        assert placement == "interleave" or calls(scans, coll, "multilane") > 0, f"{coll} never took our path"
 
 
 @pytest.mark.parametrize("mpi", MPIS)
@@ -148,6 +161,8 @@ def test_fortran_reaches_wanmpi(two_clusters, tmp_path, mpi, source):
     assert "cases ok" in done.stdout
     ranks = stats(tmp_path)
     f90 = ["allgatherv", "gather", "gatherv", "scatter", "scatterv"] if source == "collcheck_f90" else []
+    for coll in ("scan", "exscan") if source == "collcheck_f90" else ():    # interleaved: mostly the MPI's own
+        assert calls(ranks, coll, "calls") > 0, f"Fortran {coll} calls did not reach libwanmpi: {ranks[0]}"
     for coll in ("bcast", "allreduce", *f90):
         ours = calls(ranks, coll, "multilane") + calls(ranks, coll, "singlelane")
         assert ours > 0, f"Fortran {coll} calls did not reach libwanmpi: {ranks[0]}"

@@ -31,7 +31,7 @@ gatherv   mpi        delay=-5ms
 gatherv   multilane
 scatterv  singlelane
 """.format(ours="\n".join(f"{c:<20} mpi bytes=-1K\n{c:<20} singlelane bytes=1K-64K\n{c:<20} multilane"
-                         for c in (*OURS, "gather", "scatter") if c != "reduce"))
+                         for c in (*OURS, "gather", "scatter", "scan", "exscan") if c != "reduce"))
 
 
 def expected(coll: str, size: int) -> str:
@@ -70,6 +70,14 @@ def test_rules_choose_each_call_exactly(two_clusters, tmp_path, mpi):
         assert [c for c, _, _ in made if c == coll], f"no {coll} call was decided by the rules"
     ranks = stats(tmp_path)
     assert calls(ranks, "bcast", "multilane") > 0 and calls(ranks, "bcast", "mpi") > 0
+
+    done = run(mpi, "collcheck", "--seed", "21", "--cases", "40", "--max-bytes", "1000000", "--only", "scan,exscan",
+               env=env[:2])
+    assert done.returncode == 0, done.stdout + done.stderr
+    made = decisions(done.stderr)
+    for coll, size, alg in made:
+        assert alg == expected(coll, size), f"{coll} of {size} bytes ran {alg}"
+    assert {c for c, _, _ in made} == {"scan", "exscan"}, "no scan or exscan call was decided by the rules"
 
     done = run(mpi, "a2acheck", env=env[:2])
     assert done.returncode == 0, done.stdout + done.stderr

@@ -22,7 +22,7 @@ COLLECTIVE_ALGORITHMS = ("multilane", "singlelane", "mpi")
 ALLTOALL_ALGORITHMS = ("scheduled", "paced", "mpi")
 ALGORITHMS = {**{c: COLLECTIVE_ALGORITHMS for c in ("bcast", "allreduce", "reduce", "allgather", "allgatherv",
                                                      "reduce_scatter_block", "barrier", "gather", "gatherv",
-                                                     "scatter", "scatterv")},
+                                                     "scatter", "scatterv", "scan", "exscan")},
               **{c: ALLTOALL_ALGORITHMS for c in ("alltoall", "alltoallv")}}
 UNSIZED = ("alltoallv", "gatherv", "scatterv")     # no bytes condition: their ranks see different sizes
 MPIS = ("openmpi", "mpich")

@@ -38,14 +38,14 @@
 /* ---------- collectives, operations, datatypes ---------- */
 
 enum coll { BCAST, ALLREDUCE, REDUCE, ALLGATHER, RSB, BARRIER, GATHER, SCATTER, ALLGATHERV, GATHERV, SCATTERV,
-            NCOLL };
+            SCAN, EXSCAN, NCOLL };
 static const char *coll_name[NCOLL] = {"bcast", "allreduce", "reduce", "allgather",
                                        "reduce_scatter_block", "barrier", "gather", "scatter",
-                                       "allgatherv", "gatherv", "scatterv"};
+                                       "allgatherv", "gatherv", "scatterv", "scan", "exscan"};
 static const char *coll_mpi[NCOLL] = {"MPI_Bcast", "MPI_Allreduce", "MPI_Reduce",
                                       "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Barrier",
                                       "MPI_Gather", "MPI_Scatter", "MPI_Allgatherv", "MPI_Gatherv",
-                                      "MPI_Scatterv"};
+                                      "MPI_Scatterv", "MPI_Scan", "MPI_Exscan"};
 
 enum opid { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_LAND, OP_LOR, OP_LXOR, OP_BAND, OP_BOR, OP_BXOR,
             OP_MINLOC, OP_MAXLOC, OP_PLUS1, OP_AFFINE, NOPS, OP_NONE = NOPS };
@@ -621,7 +621,8 @@ static int types_for(int op, int *list)
     return n;
 }
 
-static int is_reduction(int coll) { return coll == ALLREDUCE || coll == REDUCE || coll == RSB; }
+static int is_scan(int coll) { return coll == SCAN || coll == EXSCAN; }
+static int is_reduction(int coll) { return coll == ALLREDUCE || coll == REDUCE || coll == RSB || is_scan(coll); }
 static int is_rooted(int coll)
 {
     return coll == BCAST || coll == REDUCE || coll == GATHER || coll == SCATTER || coll == GATHERV ||
@@ -935,13 +936,16 @@ static unsigned char *expected(const ccase *c, const layout_t *L, int root, int 
                       e + (size_t)v_displ(c->count, r, cs) * L->ext);
         *nres = v_total(c->count, cs) * L->per;
         break;
-    case ALLREDUCE: case REDUCE: case RSB: {
+    case ALLREDUCE: case REDUCE: case RSB: case SCAN: case EXSCAN: {
         if (c->coll == REDUCE && cr != root) return NULL;
+        if (c->coll == EXSCAN && cr == 0) return NULL;      /* undefined there */
+        /* the scans: ranks 0..cr (exscan: 0..cr-1) in rank order */
+        int upto = c->coll == SCAN ? cr + 1 : c->coll == EXSCAN ? cr : cs;
         long k0 = c->coll == RSB ? (long)cr * n : 0;
         e = calloc(1, blk + 1);
         tmp = calloc(1, blk + 1);
         gen_block(L, c->op, c->dseed, 0, k0, n, e);
-        for (int r = 1; r < cs; r++) {
+        for (int r = 1; r < upto; r++) {
             gen_block(L, c->op, c->dseed, r, k0, n, tmp);
             for (long k = 0; k < n; k++) {
                 size_t o = off_of(L, k);
@@ -1075,7 +1079,7 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
         if (isroot && memcmp(scopy.p, r.p, blk))
             snprintf(o->err, sizeof o->err, "the root's buffer was modified");
         break;
-    case ALLREDUCE: case REDUCE: case RSB: {
+    case ALLREDUCE: case REDUCE: case RSB: case SCAN: case EXSCAN: {
         int rsb = c->coll == RSB;
         size_t sbytes = rsb ? blk * (size_t)cs : blk;
         long sn = rsb ? n * cs : n;
@@ -1103,8 +1107,15 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
                 rarg = r.p;
             }
         }
-        if (root_like) { res = r.p; nres = n; }
-        if (c->coll == ALLREDUCE)
+        if (c->coll == EXSCAN && cr == 0)
+            nvec_recv = 0;                      /* undefined: neither its value nor its gaps checked */
+        else if (root_like) { res = r.p; nres = n; }
+        if (c->coll == SCAN)
+            o->rc = use_pmpi ? PMPI_Scan(sarg, rarg, cnt, dt, op, comm) : MPI_Scan(sarg, rarg, cnt, dt, op, comm);
+        else if (c->coll == EXSCAN)
+            o->rc = use_pmpi ? PMPI_Exscan(sarg, rarg, cnt, dt, op, comm)
+                             : MPI_Exscan(sarg, rarg, cnt, dt, op, comm);
+        else if (c->coll == ALLREDUCE)
             o->rc = use_pmpi ? PMPI_Allreduce(sarg, rarg, cnt, dt, op, comm)
                              : MPI_Allreduce(sarg, rarg, cnt, dt, op, comm);
         else if (c->coll == REDUCE)
@@ -1439,7 +1450,7 @@ static void usage(FILE *f)
             "suffixes allowed\n"
             "  --only LIST     comma-separated collectives: bcast,allreduce,reduce,allgather,\n"
             "                  reduce_scatter_block (or rsb),barrier,gather,scatter,allgatherv,\n"
-            "                  gatherv,scatterv\n"
+            "                  gatherv,scatterv,scan,exscan\n"
             "  --start N       skip the cases before case N (to repeat one failing case)\n"
             "  --known-bugs avoid|check  avoid (default) or run the cases the MPI library\n"
             "                  itself is known to get wrong\n"
@@ -1524,7 +1535,7 @@ static int parse_args(int argc, char **argv, char *err, size_t n)
                 if (k < 0) {
                     snprintf(err, n, "--only: unknown collective '%s' (known: bcast, allreduce, "
                              "reduce, allgather, reduce_scatter_block, barrier, gather, "
-                             "scatter, allgatherv, gatherv, scatterv)", tok);
+                             "scatter, allgatherv, gatherv, scatterv, scan, exscan)", tok);
                     free(list);
                     return 2;
                 }

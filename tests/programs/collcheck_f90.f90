@@ -1,7 +1,7 @@
 ! collcheck_f90: exact checks of collectives called through the Fortran
 ! bindings of the `mpi` module (what libwanmpi must intercept for Fortran
 ! programs): MPI_Bcast, MPI_Allreduce, MPI_Reduce, MPI_Allgather(v),
-! MPI_Gather(v) and MPI_Scatter(v) with
+! MPI_Gather(v), MPI_Scatter(v), MPI_Scan and MPI_Exscan with
 ! INTEGER, REAL and DOUBLE PRECISION data, MPI_SUM, MPI_MAX and MPI_MIN,
 ! MPI_IN_PLACE, every root, on MPI_COMM_WORLD, a dup of it and communicators
 ! made by MPI_Comm_split (uneven groups, reversed keys). Every rank computes
@@ -494,6 +494,51 @@ contains
     call compare(trim(what), t, mine, root, inplace)
     deallocate (cnts, displs)
   end subroutine do_scatter
+  ! MPI_Scan (ex false) or MPI_Exscan (ex true): ranks 0..me (0..me-1) in rank
+  ! order; an exscan's rank 0 has no result
+  subroutine do_scan(comm, t, o, n, inplace, ex_scan)
+    integer, intent(in) :: comm, t, o, n
+    logical, intent(in) :: inplace, ex_scan
+    integer :: me, np, ierr, upto, ty
+    character(len=12) :: what
+    ncases = ncases + 1
+    csalt = csalt + 1
+    call MPI_Comm_rank(comm, me, ierr)
+    call MPI_Comm_size(comm, np, ierr)
+    call fill(t, me, n, 0, csalt)
+    what = 'MPI_Scan'
+    if (ex_scan) what = 'MPI_Exscan'
+    ty = mpitype(t)
+    if (.not. inplace) then
+      ib(1:n) = ia(1:n)
+      rb(1:n) = ra(1:n)
+      db(1:n) = da(1:n)
+    end if
+    select case (t)
+    case (T_INT)
+      if (inplace .and. ex_scan) call MPI_Exscan(MPI_IN_PLACE, ia, n, ty, mpiop(o), comm, ierr)
+      if (inplace .and. .not. ex_scan) call MPI_Scan(MPI_IN_PLACE, ia, n, ty, mpiop(o), comm, ierr)
+      if (.not. inplace .and. ex_scan) call MPI_Exscan(ib, ia, n, ty, mpiop(o), comm, ierr)
+      if (.not. inplace .and. .not. ex_scan) call MPI_Scan(ib, ia, n, ty, mpiop(o), comm, ierr)
+    case (T_REAL)
+      if (inplace .and. ex_scan) call MPI_Exscan(MPI_IN_PLACE, ra, n, ty, mpiop(o), comm, ierr)
+      if (inplace .and. .not. ex_scan) call MPI_Scan(MPI_IN_PLACE, ra, n, ty, mpiop(o), comm, ierr)
+      if (.not. inplace .and. ex_scan) call MPI_Exscan(rb, ra, n, ty, mpiop(o), comm, ierr)
+      if (.not. inplace .and. .not. ex_scan) call MPI_Scan(rb, ra, n, ty, mpiop(o), comm, ierr)
+    case default
+      if (inplace .and. ex_scan) call MPI_Exscan(MPI_IN_PLACE, da, n, ty, mpiop(o), comm, ierr)
+      if (inplace .and. .not. ex_scan) call MPI_Scan(MPI_IN_PLACE, da, n, ty, mpiop(o), comm, ierr)
+      if (.not. inplace .and. ex_scan) call MPI_Exscan(db, da, n, ty, mpiop(o), comm, ierr)
+      if (.not. inplace .and. .not. ex_scan) call MPI_Scan(db, da, n, ty, mpiop(o), comm, ierr)
+    end select
+    call check_err(ierr, trim(what))
+    upto = me + 1
+    if (ex_scan) upto = me
+    if (upto > 0) then
+      call reduce_expected(t, o, n, upto, 0)
+      call compare(trim(what) // ' ' // oname(o), t, n, -1, inplace)
+    end if
+  end subroutine do_scan
 end module collcheck_f90_mod
 
 program collcheck_f90
@@ -560,6 +605,8 @@ program collcheck_f90
         do ip = 0, 1
           inplace = ip == 1
           call do_allreduce(comms(ic), t, o, counts(1 + mod(3 * o + ip + t, nc)), inplace)
+          call do_scan(comms(ic), t, o, counts(1 + mod(3 * o + ip + t + 1, nc)), inplace, ip == 0)
+          call do_scan(comms(ic), t, o, counts(1 + mod(3 * o + ip + t + 2, nc)), .not. inplace, ip == 1)
         end do
       end do
       do ip = 0, 1

@@ -10,6 +10,9 @@
  *   - reductions with a non-commutative operation (MPI fixes the order of
  *     the operands; ours is by cluster), or a predefined operation on a
  *     derived datatype;
+ *   - scan and exscan where a cluster's ranks are not one contiguous rank
+ *     range (the prefix follows rank order), or a predefined operation on a
+ *     derived datatype (any operation's order is kept);
  *   - arguments MPI would reject (negative counts, a root out of range, a
  *     null datatype or operation, MPI_IN_PLACE where it is not allowed,
  *     send and receive sizes that differ);
@@ -81,6 +84,12 @@ static int reducible(MPI_Datatype type, MPI_Op op)
     return named_type(type) || !predefined_op(op);
 }
 
+/* A predefined operation on a derived datatype goes to the MPI library. */
+static int op_fits_type(MPI_Datatype type, MPI_Op op)
+{
+    return op != MPI_OP_NULL && op != MPI_REPLACE && op != MPI_NO_OP && (named_type(type) || !predefined_op(op));
+}
+
 static enum wm_alg by_size(enum wm_alg alg, double bytes)
 {
     return alg == WM_ALG_MULTILANE && bytes <= (double)wm_settings()->small ? WM_ALG_SINGLELANE : alg;
@@ -106,14 +115,27 @@ static enum wm_alg rooted_builtin(enum wm_coll c, enum wm_alg alg, double bytes)
     return alg;
 }
 
+/* The built-in choice for scan and exscan: the MPI's own. On the 2x4 testbed
+ * at 10 ms its scan crosses the WAN once too (MPICH's recursive doubling in
+ * one round, Open MPI's linear chain at the one boundary), and ours gained
+ * nothing that held: 8 B-4 MiB, both MPIs, the MPI's time / ours 0.71-1.10
+ * (one 1.90 that a second run did not repeat); three clusters 0.93-1.21
+ * (docs/benchmarks.md, "Scan and exscan"). Ours by WANMPI_SCAN,
+ * WANMPI_EXSCAN or a rules file. */
+#define SCAN_BUILTIN WM_ALG_MPI
+
 /* What runs, once the arguments have been checked: `alg` is WM_ALG_MPI if
  * only the MPI library can take the call, else the collective's setting. */
 static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg alg, double bytes)
 {
     int rooted = c == WM_GATHER || c == WM_GATHERV || c == WM_SCATTER || c == WM_SCATTERV;
-    if (alg == WM_ALG_MPI || (rooted && wm_settings()->alg_set[c]))
+    int one_alg = rooted || c == WM_SCAN || c == WM_EXSCAN;
+    if (alg == WM_ALG_MPI || (one_alg && wm_settings()->alg_set[c]))
         return alg;
-    enum wm_alg builtin = c == WM_BARRIER ? alg : rooted ? rooted_builtin(c, alg, bytes) : by_size(alg, bytes);
+    enum wm_alg builtin = c == WM_BARRIER ? alg
+                          : rooted          ? rooted_builtin(c, alg, bytes)
+                          : one_alg         ? SCAN_BUILTIN
+                                            : by_size(alg, bytes);
     if (wm_settings()->alg_set[c])
         return builtin;
     return wm_rules_choose(wc, c, bytes, builtin);
@@ -422,6 +444,42 @@ int wm_scatterv(const void *sendbuf, const int *sendcounts, const int *displs, M
                     comm);
 }
 
+/* Scan or exscan: the cluster chain (scan.c) where each cluster is one
+ * contiguous rank range, else the MPI library's own. */
+static int scan(enum wm_coll coll, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                MPI_Comm comm)
+{
+    double t0 = PMPI_Wtime();
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = enter(coll, comm, &wc, &alg), size = 0, exclusive = coll == WM_EXSCAN;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int typed = type_size(type, &size);
+    if (alg != WM_ALG_MPI && (count < 0 || !typed || !op_fits_type(type, op) || !wm_scan_fits(wc)))
+        alg = WM_ALG_MPI;
+    double bytes = (double)count * size;
+    alg = decide(wc, coll, alg, bytes);
+    if (alg != WM_ALG_MPI)
+        rc = wm_scan_run(wc, exclusive, sendbuf, recvbuf, count, type, op);
+    else if (exclusive)
+        rc = PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
+    else
+        rc = PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
+    wm_stats_call(coll, alg, bytes > 0 ? bytes : 0, PMPI_Wtime() - t0);
+    return rc;
+}
+
+int wm_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    return scan(WM_SCAN, sendbuf, recvbuf, count, type, op, comm);
+}
+
+int wm_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    return scan(WM_EXSCAN, sendbuf, recvbuf, count, type, op, comm);
+}
+
 int wm_barrier_call(MPI_Comm comm)
 {
     double t0 = PMPI_Wtime();
@@ -586,6 +644,16 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[]
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
     return wm_scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    return wm_scan(sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    return wm_exscan(sendbuf, recvbuf, count, type, op, comm);
 }
 
 int MPI_Barrier(MPI_Comm comm)

@@ -74,6 +74,18 @@ int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Dataty
                        : PMPI_Reduce_c(sendbuf, recvbuf, count, type, op, root, comm);
 }
 
+int MPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    return fits(count) ? wm_scan(sendbuf, recvbuf, (int)count, type, op, comm)
+                       : PMPI_Scan_c(sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    return fits(count) ? wm_exscan(sendbuf, recvbuf, (int)count, type, op, comm)
+                       : PMPI_Exscan_c(sendbuf, recvbuf, count, type, op, comm);
+}
+
 int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype type,
                                MPI_Op op, MPI_Comm comm)
 {

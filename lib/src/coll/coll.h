@@ -47,6 +47,13 @@ int wm_scatterv_run(const struct wm_comm *wc, int sizes_known, const void *sendb
                     const int *displs, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                     int root);
 
+/* Scan and exscan (scan.c): the chain of cluster totals needs each cluster's
+ * ranks to be one contiguous rank range (wm_scan_fits); arguments already
+ * checked, the operation need not commute. */
+int wm_scan_fits(const struct wm_comm *wc);
+int wm_scan_run(const struct wm_comm *wc, int exclusive, const void *sendbuf, void *recvbuf, int count,
+                MPI_Datatype type, MPI_Op op);
+
 int wm_barrier(const struct wm_comm *wc);
 
 /* alg: WM_ALG_SCHEDULED or WM_ALG_PACED; arguments already checked. */

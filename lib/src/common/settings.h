@@ -48,7 +48,7 @@
  * baseline: one node per cluster on the WAN) or "mpi" (the MPI library's own). */
 #define WM_ENV_ALG_PREFIX     "WANMPI_"               /* + BCAST, ALLREDUCE, REDUCE, ALLGATHER(V),
                                                          REDUCE_SCATTER_BLOCK, BARRIER, GATHER(V),
-                                                         SCATTER(V) */
+                                                         SCATTER(V), SCAN, EXSCAN */
 #define WM_ENV_DISABLE        "WANMPI_DISABLE"        /* 1: every collective goes to the MPI library */
 
 /* Rate-managed all-to-all (coll/alltoall.c). WANMPI_ALLTOALL and
@@ -113,11 +113,11 @@
 enum wm_coll {
     WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER, WM_REDUCE_SCATTER_BLOCK,
     WM_BARRIER, WM_GATHER, WM_SCATTER, WM_ALLTOALL, WM_ALLTOALLV, WM_ALLGATHERV, WM_GATHERV, WM_SCATTERV,
-    WM_NCOLL
+    WM_SCAN, WM_EXSCAN, WM_NCOLL
 };
 
 /* multilane/singlelane: bcast, reductions, allgather(v), barrier, gather(v),
- * scatter(v) (the last three: one algorithm, both names run it);
+ * scatter(v), scan, exscan (the last five: one algorithm, both names run it);
  * scheduled/paced: alltoall, alltoallv; mpi: every collective. */
 enum wm_alg { WM_ALG_MULTILANE, WM_ALG_SINGLELANE, WM_ALG_MPI, WM_ALG_SCHEDULED, WM_ALG_PACED, WM_NALG };
 

@@ -122,6 +122,28 @@ FORTRAN_NAMES(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
                MPI_Fint *comm, MPI_Fint *ierr),
               (sendbuf, recvbuf, recvcount, type, op, comm, ierr))
 
+void mpi_scan_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+               MPI_Fint *ierr)
+{
+    set(ierr, wm_scan(send_buffer(sendbuf), buffer(recvbuf), *count, MPI_Type_f2c(*type), MPI_Op_f2c(*op),
+                      MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_scan, MPI_SCAN,
+              (const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+               MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, recvbuf, count, type, op, comm, ierr))
+
+void mpi_exscan_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                 MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_exscan(send_buffer(sendbuf), buffer(recvbuf), *count, MPI_Type_f2c(*type), MPI_Op_f2c(*op),
+                        MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_exscan, MPI_EXSCAN,
+              (const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+               MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, recvbuf, count, type, op, comm, ierr))
+
 void mpi_allgatherv_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
                      const MPI_Fint *recvcounts, const MPI_Fint *displs, MPI_Fint *recvtype, MPI_Fint *comm,
                      MPI_Fint *ierr)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 NETNS_PREFIX = "wm-"
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block", "barrier",
-               "gather", "gatherv", "scatter", "scatterv")
+               "gather", "gatherv", "scatter", "scatterv", "scan", "exscan")
 ALLTOALLS = ("alltoall", "alltoallv")              # rate-managed (lib/src/coll/alltoall.c)
 RELAY_INSIDE_PORT = 7400            # where a relay takes its cluster's connections
 RELAY_OUTSIDE_PORT = 7401           # where it takes its peer relays' trunks
