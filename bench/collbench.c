@@ -12,7 +12,7 @@
  * 3 if it is wrong). --budget stops repeating a size once its iterations have
  * taken that long (at least one timed iteration always runs).
  * Operations: bcast, allreduce, reduce, allgather, allgatherv, reduce_scatter_block,
- * barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv.
+ * barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv, scan, exscan.
  * Data are MPI_INT (sizes are rounded down to whole ints; allgather,
  * reduce_scatter_block, alltoall, alltoallv, gather and scatter use
  * size/ranks per rank: the size is a rank's whole receive buffer (the
@@ -55,7 +55,7 @@ static int usage(int rank, const char *why)
 
 static const char *const OPS[] = {"bcast", "allreduce", "reduce", "allgather", "allgatherv",
                                   "reduce_scatter_block", "barrier", "alltoall", "alltoallv",
-                                  "gather", "gatherv", "scatter", "scatterv", NULL};
+                                  "gather", "gatherv", "scatter", "scatterv", "scan", "exscan", NULL};
 
 static int known_op(const char *op)
 {
@@ -174,6 +174,18 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
         if (check && (op[0] == 'a' || rank == root))
             for (long i = 0; i < n; i++)
                 if (b[i] != (int)(i % 1000) * size + size * (size - 1) / 2) return 0;
+    } else if (!strcmp(op, "scan") || !strcmp(op, "exscan")) {
+        /* the sum over ranks 0..rank (exscan: 0..rank-1; rank 0's undefined) */
+        int ex = op[0] == 'e', upto = ex ? rank : rank + 1;
+        if (check)
+            for (long i = 0; i < n; i++) a[i] = (int)(i % 1000) + rank;
+        if (ex)
+            MPI_Exscan(a, b, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        else
+            MPI_Scan(a, b, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (check && upto > 0)
+            for (long i = 0; i < n; i++)
+                if (b[i] != (int)(i % 1000) * upto + upto * (upto - 1) / 2) return 0;
     } else if (!strcmp(op, "allgather")) {
         if (check)
             for (long i = 0; i < per; i++) a[i] = rank * 7919 + (int)i;

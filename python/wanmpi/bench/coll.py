@@ -28,7 +28,7 @@ from .results import exit_status, finish, now_iso, rules_settings
 from .runner import Runner
 
 OPS = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block", "alltoall", "alltoallv",
-       "gather", "gatherv", "scatter", "scatterv")
+       "gather", "gatherv", "scatter", "scatterv", "scan", "exscan")
 SINGLE_LANE = {f"WANMPI_{c.upper()}": "paced" if c.startswith("alltoall") else "singlelane" for c in OPS}
 TUNED_BEST = ["--mca", "coll_tuned_use_dynamic_rules", "1",
               "--mca", "coll_tuned_bcast_algorithm", "3",                 # pipeline
