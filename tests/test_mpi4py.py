@@ -18,7 +18,7 @@ from test_libwanmpi import calls, stats
 CHECK = str(REPO / "tests" / "programs" / "mpi4py_check.py")
 LIBRARY = {"openmpi": "Open MPI v4.1", "mpich": "MPICH Version:      5."}
 WRAPPED = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "alltoall", "reduce_scatter_block", "barrier",
-           "gather", "gatherv", "scatter", "scatterv")
+           "gather", "gatherv", "scatter", "scatterv", "scan", "exscan")
 
 
 def check(mpi: str, mode: str, *options: str) -> tuple[dict, str]:

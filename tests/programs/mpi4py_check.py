@@ -3,8 +3,8 @@
 Usage: python mpi4py_check.py buffer|pickle [--seed S] [--big-bytes B]
 
 buffer: the buffer API on NumPy arrays (comm.Bcast, Allreduce, Reduce,
-  Allgather, Allgatherv, Gather(v), Scatter(v), Alltoall, Reduce_scatter_block,
-  Barrier; in place too) for every common dtype and counts from 0 up, each result compared element by element
+  Allgather, Allgatherv, Gather(v), Scatter(v), Scan, Exscan, Alltoall,
+  Reduce_scatter_block, Barrier; in place too) for every common dtype and counts from 0 up, each result compared element by element
   with what this rank computes itself from every rank's data. Every rank
   derives every rank's data from (seed, rank, call), so nothing is trusted
   that came over MPI. Values are small integers in every dtype, so sums and
@@ -91,6 +91,20 @@ def rooted(every, dtype, per, counts, displs):
     calls += 4
 
 
+def scans(every, op, dtype, n):
+    """Scan, and Exscan in place (MPI_Scan_c & co under MPICH): rank order kept;
+    rank 0's Exscan result is undefined."""
+    global calls
+    got = np.empty(n, dtype)
+    comm.Scan(every[rank], got, op=op)
+    same(f"Scan {op} {dtype} x{n}", got, reduce_all(every[:rank + 1], op, dtype))
+    got = every[rank].copy()
+    comm.Exscan(MPI.IN_PLACE, got, op=op)
+    if rank > 0:
+        same(f"Exscan in place {op} {dtype} x{n}", got, reduce_all(every[:rank], op, dtype))
+    calls += 2
+
+
 def buffer_api(seed, big):
     global calls
     cases = [(d, n) for d in DTYPES for n in COUNTS] + [("float64", big // 8), ("int32", big // 4)]
@@ -118,6 +132,7 @@ def buffer_api(seed, big):
             calls += 1
             if rank == root:
                 same(f"Reduce {op} {dtype} x{n} root {root}", got, want)
+            scans(every, op, dtype, n)
         per = n // size
         got = np.empty(per * size, dtype)
         comm.Allgather(every[rank][:per], got)
