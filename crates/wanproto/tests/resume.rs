@@ -377,3 +377,22 @@ fn garbage_during_a_resumption_never_panics_and_never_resumes() {
         );
     }
 }
+
+#[test]
+fn an_eof_ends_the_session_unless_it_was_suspended_already() {
+    // EOF on an established trunk: the peer's process is gone; closed.
+    let mut p = Pair::with_link(LinkParams::instant(), 7);
+    assert!(p.handshake());
+    p.a.handle_transport_finished();
+    assert!(p.a.is_closed());
+    // EOF read after the session was suspended (a reset reported to a
+    // write first, then an EOF to the read): the session stays.
+    let mut p = Pair::with_link(LinkParams::instant(), 8);
+    assert!(p.handshake());
+    p.break_transport();
+    p.a.handle_transport_finished();
+    assert!(p.a.is_suspended() && !p.a.is_closed());
+    p.resume();
+    assert!(p.run_until(p.now + 10 * SEC, |p| p.a.is_established()
+        && p.b.is_established()));
+}

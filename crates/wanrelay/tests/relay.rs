@@ -745,10 +745,16 @@ async fn a_frozen_far_relay_suspends_the_trunk_and_streams_resume_when_it_return
     c.write_all(&after).await.unwrap();
     let want = [before, during, after].concat();
     let mut got = vec![0u8; want.len()];
-    tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut got))
+    let read = tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut got))
         .await
-        .expect("the stream resumed")
-        .unwrap();
+        .expect("the stream resumed");
+    if let Err(e) = read {
+        panic!(
+            "destination read: {e}\n--- a0 log:\n{}\n--- b0 log:\n{}",
+            w.a.log_text(),
+            w.b().log_text()
+        );
+    }
     assert!(
         got == want,
         "bytes lost, duplicated or reordered across the resumption"

@@ -274,16 +274,19 @@ impl TrunkConnection {
 
     /// The peer closed its end of the transport (EOF) without GOAWAY: its
     /// process ended (an exiting process closes its sockets; a network
-    /// outage never does), so the session is not kept: the connection
-    /// closes, as without resumption.
-    /// A resumption's transport that ends so only sends the session back
-    /// to suspended.
+    /// outage never does; a relay that gives a socket up for a resumption
+    /// resets it), so the session is not kept: the connection closes, as
+    /// without resumption. Except:
+    /// * during a resumption, that attempt only ends: back to suspended;
+    /// * once suspended, nothing changes: the socket was given up already
+    ///   (after a reset has been reported, say to a write, the next read
+    ///   sees an EOF).
     pub fn handle_transport_finished(&mut self) {
-        if self.state == State::Resuming {
-            return self.suspend(ConnectionError::TransportClosed);
-        }
-        if self.state != State::Closed {
-            self.fail(ConnectionError::TransportClosed);
+        match self.state {
+            State::Resuming => return self.suspend(ConnectionError::TransportClosed),
+            State::Suspended => return,
+            State::Handshake | State::Established => self.fail(ConnectionError::TransportClosed),
+            State::Closed => {}
         }
         self.control.clear();
         self.control_bytes = 0;

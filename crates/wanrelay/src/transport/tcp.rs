@@ -62,10 +62,11 @@ pub async fn run(trunk: Arc<Trunk>, sock: TcpStream, prefix: Vec<u8>) -> Ended {
     let _ = sock.set_nodelay(true);
     super::socket_options::wan_retransmission(&sock);
     let (rd, wr) = sock.into_split();
+    let wr = Arc::new(wr);
     let generation = {
         let mut g = trunk.lock();
         g.generation += 1;
-        g.wr = Some(Arc::new(wr));
+        g.wr = Some(wr.clone());
         g.out.clear();
         g.out_pos = 0;
         if !prefix.is_empty() {
@@ -88,9 +89,21 @@ pub async fn run(trunk: Arc<Trunk>, sock: TcpStream, prefix: Vec<u8>) -> Ended {
             Ended::Suspended
         }
     };
+    if ended == Ended::Suspended {
+        abort(&wr);
+    }
+    drop(wr);
     reader.abort();
     let _ = reader.await;
     ended
+}
+
+/// Makes the socket's close a reset rather than a FIN: the peer relay reads
+/// a FIN as "this relay's process ended" and gives the session up, while a
+/// reset (or silence) keeps it for the resumption that follows.
+fn abort(wr: &OwnedWriteHalf) {
+    let sock: &TcpStream = wr.as_ref();
+    let _ = socket2::SockRef::from(sock).set_linger(Some(std::time::Duration::ZERO));
 }
 
 /// The reader: socket bytes into the connection, until EOF, an error, or
