@@ -121,8 +121,7 @@ impl Session {
     /// produced for the transport) in the replay buffer.
     pub(super) fn record(&mut self, mut bytes: &[u8]) {
         while bytes.len() >= FRAME_HEADER_LEN {
-            let len = FRAME_HEADER_LEN
-                + u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
+            let len = frame_len(|i| bytes[i]);
             let (f, rest) = bytes.split_at(len.min(bytes.len()));
             if frame::is_sequenced(f[0]) {
                 self.tx_seq += f.len() as u64;
@@ -138,13 +137,7 @@ impl Session {
     pub(super) fn resend(&mut self, out: &mut Vec<u8>, start: usize, max_len: usize) -> bool {
         while self.resend_pos < self.resend_end {
             let p = self.resend_pos;
-            let header: Vec<u8> = self
-                .replay
-                .range(p..p + FRAME_HEADER_LEN)
-                .copied()
-                .collect();
-            let len = FRAME_HEADER_LEN
-                + u32::from_be_bytes([header[6], header[7], header[8], header[9]]) as usize;
+            let len = frame_len(|i| self.replay[p + i]);
             let used = out.len() - start;
             if used > 0 && used + len > max_len {
                 return false;
@@ -154,4 +147,10 @@ impl Session {
         }
         true
     }
+}
+
+/// The encoded length of the frame whose header bytes `byte(i)` gives
+/// (the header's length field, bytes 6..10, plus the header).
+fn frame_len(byte: impl Fn(usize) -> u8) -> usize {
+    FRAME_HEADER_LEN + u32::from_be_bytes([byte(6), byte(7), byte(8), byte(9)]) as usize
 }
