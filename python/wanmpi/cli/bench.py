@@ -11,7 +11,7 @@ from .. import units
 from ..bench import coll, flap, kernels, links, pacing, rbudp, relay, report, suite, vpn, wanem
 from ..job import launch
 from .options import (CliError, checked_rules, count, delays_ms, names, positive, quantity, ranks, rules_option,
-                      topology_for, topology_option)
+                      size_between, topology_for, topology_option)
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 
@@ -139,7 +139,7 @@ def register_flap(suites) -> None:
     p.add_argument("--reps", type=count("--reps", 1), default=1, help="jobs per cell (default: 1)")
     p.add_argument("--timeout", type=float, help="per job, seconds (default: the loop's length + 120)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    p.add_argument("--bytes", type=step_bytes, default="1MiB",
+    p.add_argument("--bytes", type=size_between("--bytes", 8, 256 << 20, "8 bytes and 256 MiB"), default="1MiB",
                    help="allreduce size of every step (default: 1MiB; 8 B to 256 MiB)")
     p.add_argument("--monitor", metavar="DIR", help="record the WAN's 1 ms traffic of every job there (CSV) and "
                    "draw it with the cut shaded (PNG)")
@@ -155,13 +155,6 @@ def seconds_list(text: str) -> list[float]:
     if not values or any(not 1 <= v <= 600 for v in values):
         raise CliError(f"--cuts: every outage must last 1 to 600 s, got {text!r}")
     return values
-
-
-def step_bytes(text: str) -> int:
-    size = quantity("--bytes", units.parse_size)(text)
-    if not 8 <= size <= 256 << 20:
-        raise CliError(f"--bytes must be between 8 bytes and 256 MiB, got {text}")
-    return size
 
 
 def cmd_bench_flap(args) -> int:
@@ -224,13 +217,6 @@ def relay_mpis(text: str) -> list[str]:
     return mpis
 
 
-def flow_bytes(text: str) -> int:
-    size = quantity("--flow-bytes", units.parse_size)(text)
-    if not 1 <= size <= 1 << 40:
-        raise CliError(f"--flow-bytes must be between 1 byte and 1 TiB, got {text}")
-    return size
-
-
 def register_relay(suites) -> None:
     p = suites.add_parser("relay", help="relays vs direct connections: latency per relay, bandwidth, trunk "
                           "scaling, NAS-like kernels with and without cross traffic")
@@ -247,7 +233,7 @@ def register_relay(suites) -> None:
                    help="kernel class (default: A)")
     p.add_argument("--relay-nic", type=quantity("--relay-nic", units.parse_rate),
                    help="relay NIC rate for the trunk part (default: a quarter of the WAN rate)")
-    p.add_argument("--flow-bytes", type=flow_bytes, default="64MB",
+    p.add_argument("--flow-bytes", type=size_between("--flow-bytes", 1, 1 << 40, "1 byte and 1 TiB"), default="64MB",
                    help="bytes each node streams in the trunk part (default: 64MB)")
     p.add_argument("--timeout", type=float, default=600, help="per job, seconds (default: 600)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")

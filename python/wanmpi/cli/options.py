@@ -124,6 +124,18 @@ def quantity(option: str, parse_unit: Callable[[str], int | float]) -> Callable[
     return parse
 
 
+def size_between(option: str, low: int, high: int, span: str) -> Callable[[str], int]:
+    """A size in the topology file's units within low..high bytes (`span` says so in words)."""
+    parse = quantity(option, units.parse_size)
+
+    def checked(text: str) -> int:
+        size = parse(text)
+        if not low <= size <= high:
+            raise CliError(f"{option} must be between {span}, got {text}")
+        return size
+    return checked
+
+
 def mpi_name(text: str) -> str:
     """--mpi: a registered launcher."""
     if text not in launch.Launcher.registry:
