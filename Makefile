@@ -115,6 +115,8 @@ build/mpich/%: bench/kernels/%.c bench/kernels/kernel.h bench/kernels/multipart.
 	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $< -lm
 build/mpich/%: tests/programs/%.c | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $<
+# collcheck.c includes collcheck_nb.c (one translation unit, so `make install` builds it from collcheck.c alone)
+build/openmpi/collcheck build/mpich/collcheck: tests/programs/collcheck_nb.c
 
 # Fortran (-J: module files go beside the program). PyPI's MPICH has no Fortran
 # bindings: tests/programs/mpich-fortran.sh takes Debian's (without installing

@@ -1,6 +1,7 @@
 /* collcheck: randomized, exact checker for MPI collectives.
  *
- * Usage: collcheck [--seed N] [--cases N] [--max-bytes N] [--only LIST] [--verbose]
+ * Usage: collcheck [--seed N] [--cases N] [--max-bytes N] [--only LIST] [--start N]
+ *                  [--known-bugs avoid|check] [--nonblocking] [--request-errors] [--verbose]
  *
  * Every rank draws the same sequence of cases from the seed (collective,
  * datatype, operation, count, root, MPI_IN_PLACE, communicator). For each case
@@ -17,6 +18,17 @@
  * gaps of a vector datatype or into a non-root receive buffer, and
  * MPI_Barrier lets no rank out before every rank entered (when all ranks share
  * one clock).
+ *
+ * --nonblocking: the MPI_ side calls the nonblocking variant (MPI_Ibcast, ...)
+ * and completes it with a call drawn from the case (MPI_Wait, MPI_Test,
+ * MPI_Waitall, MPI_Waitany, MPI_Waitsome, MPI_Testall, MPI_Testany,
+ * MPI_Testsome, MPI_Request_get_status), some among a point-to-point ring
+ * exchange, some after a second nonblocking collective started behind it
+ * and completed first; the PMPI_ side stays the blocking call.
+ * --request-errors: before the cases, MPI_Request_free and MPI_Cancel of an
+ * active nonblocking collective must fail with MPI_ERR_REQUEST and leave it
+ * to complete normally (asserted with WANMPI_EXPECT_REQUEST_ERRORS=1 only).
+ * Both are in collcheck_nb.c, included below.
  *
  * On success rank 0 prints "collcheck: N cases ok (seed S)" and every rank
  * exits 0. On the first mismatch the ranks that see it describe it on stderr
@@ -577,7 +589,8 @@ static struct {
     long cases, start;
     long max_bytes;
     int only[NCOLL], verbose, same_clock, avoid_bugs;
-} opt = {1, 200, 0, 4L << 20, {0}, 0, 0, 1};
+    int nonblocking, request_errors;
+} opt = {1, 200, 0, 4L << 20, {0}, 0, 0, 1, 0, 0};
 
 static long next_prime(long c)
 {
@@ -657,7 +670,8 @@ static long v_total(long count, int cs) { return v_displ(count, -1, cs); }
  *   self-test of PMPI_Reduce_local at start.
  * - MPICH 5.0.2's binomial MPI_Gather fails ("Receiving data with a datatype
  *   whose signature does not match", or an assertion in yaksa) for datatypes
- *   with holes once a rank forwards more than ~4 KB (more than 3 ranks).
+ *   with holes once a rank forwards more than ~4 KB (more than 3 ranks). Its
+ *   MPI_Igather of them returns wrong data without an error (--nonblocking).
  * Open MPI 4.1's AVX op component, which saturates 8- and 16-bit integer sums
  * (open-mpi/ompi#8045), is not avoided: run Open MPI with --mca op ^avx.
  * Returns a description, or NULL. */
@@ -758,6 +772,8 @@ static void fail_as(int kind, const char *fmt, ...)
 }
 #define fail(...) fail_as(1, __VA_ARGS__)
 
+static void nb_describe(char *out, size_t n);
+
 static void describe(const ccase *c, int root, MPI_Comm comm, char *out, size_t n)
 {
     int cr, cs;
@@ -770,6 +786,10 @@ static void describe(const ccase *c, int root, MPI_Comm comm, char *out, size_t 
              (unsigned long long)opt.seed, coll_mpi[c->coll], types[c->type].name,
              op_name[c->op], c->count, rootbuf, c->inplace ? "yes" : "no",
              comm_name[c->comm], cs, wrank, cr);
+    if (opt.nonblocking) {
+        size_t len = strlen(out);
+        nb_describe(out + len, n - len);
+    }
 }
 
 /* ---------- running one collective ---------- */
@@ -866,6 +886,8 @@ typedef struct {
     uint64_t hash;
 } outcome;
 
+#include "collcheck_nb.c" /* --nonblocking, --request-errors, MPI_SIDE() */
+
 static void check_barrier(const ccase *c, MPI_Comm comm, int use_pmpi, outcome *o)
 {
     int cr, cs;
@@ -879,8 +901,8 @@ static void check_barrier(const ccase *c, MPI_Comm comm, int use_pmpi, outcome *
     else usleep((useconds_t)rbelow(&r, 2000));
     double t[2];
     t[0] = now();
-    o->rc = use_pmpi ? PMPI_Barrier(comm) : MPI_Barrier(comm);
-    t[1] = now();
+    o->rc = use_pmpi ? PMPI_Barrier(comm) : MPI_SIDE(MPI_Barrier(comm), MPI_Ibarrier(comm, &nb.req));
+    t[1] = opt.nonblocking && !use_pmpi ? nb.t_done : now();
     if (o->rc != MPI_SUCCESS || !opt.same_clock) return;
     double *all = malloc(sizeof(double) * 2 * (size_t)cs);
     PMPI_Allgather(t, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, comm);
@@ -1018,14 +1040,16 @@ static void run_rooted_v(const ccase *c, const layout_t *L, MPI_Comm comm, int r
     } else if (!gather) {
         *nres = mine * L->per;
     }
+    const void *sv = inplace ? MPI_IN_PLACE : barg;
     if (gather)
-        o->rc = use_pmpi ? PMPI_Gatherv(inplace ? MPI_IN_PLACE : barg, (int)mine, dt, warg, cnt_arg, dsp_arg, dt,
-                                        root, comm)
-                         : MPI_Gatherv(inplace ? MPI_IN_PLACE : barg, (int)mine, dt, warg, cnt_arg, dsp_arg, dt,
-                                       root, comm);
+        o->rc = use_pmpi ? PMPI_Gatherv(sv, (int)mine, dt, warg, cnt_arg, dsp_arg, dt, root, comm)
+                         : MPI_SIDE(MPI_Gatherv(sv, (int)mine, dt, warg, cnt_arg, dsp_arg, dt, root, comm),
+                                    MPI_Igatherv(sv, (int)mine, dt, warg, cnt_arg, dsp_arg, dt, root, comm, &nb.req));
     else
         o->rc = use_pmpi ? PMPI_Scatterv(warg, cnt_arg, dsp_arg, dt, barg, (int)mine, dt, root, comm)
-                         : MPI_Scatterv(warg, cnt_arg, dsp_arg, dt, barg, (int)mine, dt, root, comm);
+                         : MPI_SIDE(MPI_Scatterv(warg, cnt_arg, dsp_arg, dt, barg, (int)mine, dt, root, comm),
+                                    MPI_Iscatterv(warg, cnt_arg, dsp_arg, dt, barg, (int)mine, dt, root, comm,
+                                                  &nb.req));
     if (gather && !isroot && r->p)
         for (size_t i = 0; i < r->n; i++)
             if (r->p[i] != CANARY) {
@@ -1075,7 +1099,8 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
         }
         res = r.p;
         nres = n;
-        o->rc = use_pmpi ? PMPI_Bcast(r.p, cnt, dt, root, comm) : MPI_Bcast(r.p, cnt, dt, root, comm);
+        o->rc = use_pmpi ? PMPI_Bcast(r.p, cnt, dt, root, comm)
+                         : MPI_SIDE(MPI_Bcast(r.p, cnt, dt, root, comm), MPI_Ibcast(r.p, cnt, dt, root, comm, &nb.req));
         if (isroot && memcmp(scopy.p, r.p, blk))
             snprintf(o->err, sizeof o->err, "the root's buffer was modified");
         break;
@@ -1111,19 +1136,25 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
             nvec_recv = 0;                      /* undefined: neither its value nor its gaps checked */
         else if (root_like) { res = r.p; nres = n; }
         if (c->coll == SCAN)
-            o->rc = use_pmpi ? PMPI_Scan(sarg, rarg, cnt, dt, op, comm) : MPI_Scan(sarg, rarg, cnt, dt, op, comm);
+            o->rc = use_pmpi ? PMPI_Scan(sarg, rarg, cnt, dt, op, comm)
+                             : MPI_SIDE(MPI_Scan(sarg, rarg, cnt, dt, op, comm),
+                                        MPI_Iscan(sarg, rarg, cnt, dt, op, comm, &nb.req));
         else if (c->coll == EXSCAN)
             o->rc = use_pmpi ? PMPI_Exscan(sarg, rarg, cnt, dt, op, comm)
-                             : MPI_Exscan(sarg, rarg, cnt, dt, op, comm);
+                             : MPI_SIDE(MPI_Exscan(sarg, rarg, cnt, dt, op, comm),
+                                        MPI_Iexscan(sarg, rarg, cnt, dt, op, comm, &nb.req));
         else if (c->coll == ALLREDUCE)
             o->rc = use_pmpi ? PMPI_Allreduce(sarg, rarg, cnt, dt, op, comm)
-                             : MPI_Allreduce(sarg, rarg, cnt, dt, op, comm);
+                             : MPI_SIDE(MPI_Allreduce(sarg, rarg, cnt, dt, op, comm),
+                                        MPI_Iallreduce(sarg, rarg, cnt, dt, op, comm, &nb.req));
         else if (c->coll == REDUCE)
             o->rc = use_pmpi ? PMPI_Reduce(sarg, rarg, cnt, dt, op, root, comm)
-                             : MPI_Reduce(sarg, rarg, cnt, dt, op, root, comm);
+                             : MPI_SIDE(MPI_Reduce(sarg, rarg, cnt, dt, op, root, comm),
+                                        MPI_Ireduce(sarg, rarg, cnt, dt, op, root, comm, &nb.req));
         else
             o->rc = use_pmpi ? PMPI_Reduce_scatter_block(sarg, rarg, cnt, dt, op, comm)
-                             : MPI_Reduce_scatter_block(sarg, rarg, cnt, dt, op, comm);
+                             : MPI_SIDE(MPI_Reduce_scatter_block(sarg, rarg, cnt, dt, op, comm),
+                                        MPI_Ireduce_scatter_block(sarg, rarg, cnt, dt, op, comm, &nb.req));
         if (!root_like && r.p) {
             for (size_t i = 0; i < r.n; i++)
                 if (r.p[i] != CANARY) {
@@ -1159,10 +1190,12 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
         }
         if (c->coll == ALLGATHER)
             o->rc = use_pmpi ? PMPI_Allgather(sarg, cnt, dt, rarg, cnt, dt, comm)
-                             : MPI_Allgather(sarg, cnt, dt, rarg, cnt, dt, comm);
+                             : MPI_SIDE(MPI_Allgather(sarg, cnt, dt, rarg, cnt, dt, comm),
+                                        MPI_Iallgather(sarg, cnt, dt, rarg, cnt, dt, comm, &nb.req));
         else
             o->rc = use_pmpi ? PMPI_Gather(sarg, cnt, dt, rarg, cnt, dt, root, comm)
-                             : MPI_Gather(sarg, cnt, dt, rarg, cnt, dt, root, comm);
+                             : MPI_SIDE(MPI_Gather(sarg, cnt, dt, rarg, cnt, dt, root, comm),
+                                        MPI_Igather(sarg, cnt, dt, rarg, cnt, dt, root, comm, &nb.req));
         if (!root_like && r.p) {
             for (size_t i = 0; i < r.n; i++)
                 if (r.p[i] != CANARY) {
@@ -1197,7 +1230,8 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
         nres = total * L->per;
         nvec_recv = total;
         o->rc = use_pmpi ? PMPI_Allgatherv(sarg, (int)mine, dt, rarg, counts, displs, dt, comm)
-                         : MPI_Allgatherv(sarg, (int)mine, dt, rarg, counts, displs, dt, comm);
+                         : MPI_SIDE(MPI_Allgatherv(sarg, (int)mine, dt, rarg, counts, displs, dt, comm),
+                                    MPI_Iallgatherv(sarg, (int)mine, dt, rarg, counts, displs, dt, comm, &nb.req));
         free(counts);
         break;
     }
@@ -1225,7 +1259,8 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
         }
         nres = n;
         o->rc = use_pmpi ? PMPI_Scatter(sarg, cnt, dt, rarg, cnt, dt, root, comm)
-                         : MPI_Scatter(sarg, cnt, dt, rarg, cnt, dt, root, comm);
+                         : MPI_SIDE(MPI_Scatter(sarg, cnt, dt, rarg, cnt, dt, root, comm),
+                                    MPI_Iscatter(sarg, cnt, dt, rarg, cnt, dt, root, comm, &nb.req));
         break;
     }
     }
@@ -1269,9 +1304,18 @@ static void run_case_root(const ccase *c, int root)
     long nexp = 0;
     unsigned char *exp = c->coll == BARRIER ? NULL : expected(c, &L, root, cr, cs, &nexp);
     outcome o[2];
-    char desc[1024];
+    char desc[1024], pname[64];
+    if (opt.nonblocking) nb_plan(c, comm, root);
     describe(c, root, comm, desc, sizeof desc);
-    const char *name = coll_mpi[c->coll];
+    if (opt.nonblocking && opt.verbose && wrank == 0) {
+        nb_describe(desc, sizeof desc); /* "; nonblocking: ..." */
+        if (is_rooted(c->coll)) printf("  root %d:%s\n", root, desc + 1);
+        else printf(" %s\n", desc + 1);
+        describe(c, root, comm, desc, sizeof desc);
+    }
+    /* the names of the two sides: MPI_X (or MPI_IX) and PMPI_X */
+    const char *mname = opt.nonblocking ? coll_impi[c->coll] : coll_mpi[c->coll];
+    snprintf(pname, sizeof pname, "P%s", coll_mpi[c->coll]);
     for (int p = 0; p < 2; p++) {
         run_once(c, &L, comm, root, p, exp, nexp, &o[p]);
         if (o[p].rc != MPI_SUCCESS) {
@@ -1279,9 +1323,10 @@ static void run_case_root(const ccase *c, int root)
             char es[MPI_MAX_ERROR_STRING];
             int len = 0;
             MPI_Error_string(o[p].rc, es, &len);
-            fprintf(stderr, "collcheck: FAILED %s\ncollcheck:   %s%s returned an error: %s\n"
-                    "collcheck: repeat it with --seed %llu --start %d\n", desc, p ? "P" : "",
-                    name, es, (unsigned long long)opt.seed, c->idx);
+            fprintf(stderr, "collcheck: FAILED %s\ncollcheck:   %s returned an error: %s\n"
+                    "collcheck: repeat it with --seed %llu --start %d%s\n", desc,
+                    p ? pname : opt.nonblocking ? nb.call : mname, es, (unsigned long long)opt.seed, c->idx,
+                    opt.nonblocking ? " --nonblocking" : "");
             fflush(stderr);
             usleep(200000);
             MPI_Abort(MPI_COMM_WORLD, 1);
@@ -1289,8 +1334,7 @@ static void run_case_root(const ccase *c, int root)
     }
     for (int p = 0; p < 2 && !failed; p++) {
         if (o[p].err[0]) {
-            fail("collcheck: FAILED %s\ncollcheck:   %s%s: %s\n", desc, p ? "P" : "", name,
-                 o[p].err);
+            fail("collcheck: FAILED %s\ncollcheck:   %s: %s\n", desc, p ? pname : mname, o[p].err);
         }
     }
     if (!failed && exp && (o[0].diff >= 0 || o[1].diff >= 0)) {
@@ -1312,7 +1356,7 @@ static void run_case_root(const ccase *c, int root)
         else
             verdict = "MPI_ result and PMPI_ reference are both wrong, and differ";
         fail_as(2, "collcheck: FAILED %s\ncollcheck:   first differing index %ld: %s=%s "
-             "P%s=%s expected=%s\ncollcheck:   %s%s\n", desc, k, name, g, name, ref, e, verdict,
+             "%s=%s expected=%s\ncollcheck:   %s%s\n", desc, k, mname, g, pname, ref, e, verdict,
              (o[1].diff >= 0 && t->cls <= C_U16 && c->op == OP_SUM)
                  ? " (Open MPI 4.1's AVX op component saturates 8- and 16-bit integer sums "
                    "instead of wrapping, open-mpi/ompi#8045: run with --mca op ^avx)" : "");
@@ -1326,8 +1370,8 @@ static void run_case_root(const ccase *c, int root)
         for (int i = 0; i < cs && !failed; i++)
             for (int p = 0; p < 2; p++)
                 if (all[2 * i + p] != all[p] && cr == 0) {
-                    fail("collcheck: FAILED %s\ncollcheck:   %s%s: ranks 0 and %d of the "
-                         "communicator hold different results\n", desc, p ? "P" : "", name, i);
+                    fail("collcheck: FAILED %s\ncollcheck:   %s: ranks 0 and %d of the "
+                         "communicator hold different results\n", desc, p ? pname : mname, i);
                     break;
                 }
         free(all);
@@ -1443,7 +1487,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: collcheck [--seed N] [--cases N] [--max-bytes N] [--only LIST] [--start N]\n"
-            "                 [--known-bugs avoid|check] [--verbose]\n"
+            "                 [--known-bugs avoid|check] [--nonblocking] [--request-errors] [--verbose]\n"
             "  --seed N        seed of the case sequence (default 1)\n"
             "  --cases N       number of cases (default 200)\n"
             "  --max-bytes N   largest buffer of a case in bytes (default 4194304); K, M "
@@ -1454,6 +1498,16 @@ static void usage(FILE *f)
             "  --start N       skip the cases before case N (to repeat one failing case)\n"
             "  --known-bugs avoid|check  avoid (default) or run the cases the MPI library\n"
             "                  itself is known to get wrong\n"
+            "  --nonblocking   the MPI_ side calls the nonblocking variant (MPI_Ibcast, ...) and\n"
+            "                  completes it with MPI_Wait, MPI_Test, MPI_Waitall, MPI_Waitany,\n"
+            "                  MPI_Waitsome, MPI_Testall, MPI_Testany, MPI_Testsome or\n"
+            "                  MPI_Request_get_status, drawn per case, some among a point-to-point\n"
+            "                  ring exchange, some behind a second nonblocking collective\n"
+            "                  completed first; the PMPI_ side stays the blocking reference\n"
+            "  --request-errors  first check that MPI_Request_free and MPI_Cancel of an active\n"
+            "                  nonblocking collective fail with MPI_ERR_REQUEST and that it then\n"
+            "                  completes normally; asserted only with\n"
+            "                  WANMPI_EXPECT_REQUEST_ERRORS=1, else reported (--cases 0: only this)\n"
             "  --verbose       rank 0 prints each case before running it\n");
 }
 
@@ -1477,6 +1531,8 @@ static int parse_args(int argc, char **argv, char *err, size_t n)
         const char *a = argv[i];
         long v;
         if (!strcmp(a, "--verbose")) { opt.verbose = 1; continue; }
+        if (!strcmp(a, "--nonblocking")) { opt.nonblocking = 1; continue; }
+        if (!strcmp(a, "--request-errors")) { opt.request_errors = 1; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
         static const char *valued[] = {"--seed", "--cases", "--max-bytes", "--only", "--start",
                                        "--known-bugs"};
@@ -1583,6 +1639,10 @@ int main(int argc, char **argv)
     opt.same_clock = same_clock();
     if (opt.verbose && wrank == 0 && !opt.same_clock)
         printf("collcheck: ranks do not share one clock: barrier timing not checked\n");
+    if (opt.request_errors)
+        request_errors();
+    if (opt.nonblocking)
+        nb_setup();
 
     rng_t r = {opt.seed};
     long done = 0;
@@ -1596,7 +1656,7 @@ int main(int argc, char **argv)
                    coll_mpi[c.coll], types[c.avoided].name, op_name[c.op], known_bug(c.coll, c.avoided, c.op));
         if (opt.verbose && wrank == 0) {
             printf("case %ld: %s type=%s op=%s count=%ld root=%s in_place=%s comm=%s\n", i,
-                   coll_mpi[c.coll], types[c.type].name, op_name[c.op], c.count,
+                   opt.nonblocking ? coll_impi[c.coll] : coll_mpi[c.coll], types[c.type].name, op_name[c.op], c.count,
                    !is_rooted(c.coll) ? "-" : c.sweep ? "all" : "random",
                    c.inplace ? "yes" : "no", comm_name[c.comm]);
             fflush(stdout);
@@ -1617,8 +1677,9 @@ int main(int argc, char **argv)
             if (wrank == lowest) {
                 fputs(failmsg, stderr);
                 fprintf(stderr, "collcheck: %d of %d ranks saw a mismatch in case %ld (the "
-                        "report is world rank %d's); repeat it with --seed %llu --start %ld\n",
-                        count, wsize, i, lowest, (unsigned long long)opt.seed, i);
+                        "report is world rank %d's); repeat it with --seed %llu --start %ld%s\n",
+                        count, wsize, i, lowest, (unsigned long long)opt.seed, i,
+                        opt.nonblocking ? " --nonblocking" : "");
                 fflush(stderr);
             }
             PMPI_Barrier(MPI_COMM_WORLD);
@@ -1635,9 +1696,12 @@ int main(int argc, char **argv)
     if (opt.verbose && wrank == 0)
         printf("collcheck: %.2f s\n", MPI_Wtime() - t0);
     if (wrank == 0) {
-        printf("collcheck: %ld cases ok (seed %llu)\n", done, (unsigned long long)opt.seed);
+        printf("collcheck: %ld cases ok (seed %llu%s)\n", done, (unsigned long long)opt.seed,
+               opt.nonblocking ? ", nonblocking" : "");
         fflush(stdout);
     }
+    if (opt.nonblocking)
+        nb_teardown();
     for (int i = 1; i < NCOMM; i++)
         MPI_Comm_free(&comms[i]);
     MPI_Finalize();
