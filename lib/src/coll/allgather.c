@@ -93,49 +93,73 @@ static int source_of(const struct wm_comm *wc, int b)
     return e == wc->rank ? wan_lane(wc, b) : e;
 }
 
-int wm_allgatherv_multilane(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                            void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype)
-{
+/* The end of a multi-lane allgather: unpack (a non-contiguous receive type)
+ * and free. */
+struct gather_run {
+    struct gather g;
+    int packed;
+    void *recvbuf;
+    int *counts, *displs;       /* copies: the caller's arrays may be gone by the end */
+    MPI_Datatype recvtype;
     struct wm_layout rl;
-    int rc = wm_layout(recvtype, 2, &rl);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    int64_t *at = malloc(2 * sizeof(int64_t) * (size_t)wc->size);
-    if (!at)
-        wm_fatal("out of memory for an allgather of %d ranks", wc->size);
-    struct gather g = { .wc = wc, .at = at, .len = at + wc->size };
-    int packed = wm_must_pack(&rl);
-    int64_t total = wm_blocks(wc->size, recvbuf, recvcounts, displs, &rl, packed, g.at, g.len, &g.data), longest = 0;
-    for (int b = 0; b < wc->size; b++)
-        longest = g.len[b] > longest ? g.len[b] : longest;
-    if (total == 0)
-        goto out;
-    if ((rc = wm_own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &rl, g.data,
-                           g.at, g.len, packed)) != MPI_SUCCESS)
-        goto out;
-    int64_t chunk;
-    g.per_block = wm_pieces(wc, longest, (int64_t)wm_chunk_bytes(), wc->size, &chunk);
-    g.chunk = chunk;
+};
 
-    struct wm_sched s;
-    wm_sched_init(&s, wc);
-    for (int b = 0; b < wc->size; b++)
-        for (int64_t q = 0; q < pieces_of(&g, b); q++) {
-            long item = (long)(b * g.per_block + q);
-            if (b == wc->rank)
-                pass_on(&s, &g, item);
-            else
-                wm_sched_recv(&s, piece_at(&g, b, q), piece_bytes(&g, b, q), MPI_BYTE, source_of(wc, b),
-                              (int)item, pass_on, &g, item);
-        }
-    rc = wm_sched_run(&s);
-    if (rc == MPI_SUCCESS && packed)
-        rc = wm_unpack_blocks(wc, g.data, g.at, g.len, recvbuf, recvcounts, displs, recvtype, &rl);
-out:
-    if (packed)
-        free(g.data);
-    free(at);
+static int gather_end(void *state, int rc)
+{
+    struct gather_run *run = state;
+    if (rc == MPI_SUCCESS && run->packed)
+        rc = wm_unpack_blocks(run->g.wc, run->g.data, run->g.at, run->g.len, run->recvbuf, run->counts,
+                              run->displs, run->recvtype, &run->rl);
+    if (run->packed)
+        free(run->g.data);
+    free(run->g.at);
+    free(run->counts);
+    free(run);
     return rc;
+}
+
+int wm_allgatherv_multilane(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, int sendcount,
+                            MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
+                            MPI_Datatype recvtype)
+{
+    struct gather_run *run = calloc(1, sizeof *run);
+    int64_t *at = malloc(2 * sizeof(int64_t) * (size_t)wc->size);
+    int *copies = malloc(2 * sizeof(int) * (size_t)wc->size);
+    if (!run || !at || !copies)
+        wm_fatal("out of memory for an allgather of %d ranks", wc->size);
+    memcpy(copies, recvcounts, sizeof(int) * (size_t)wc->size);
+    memcpy(copies + wc->size, displs, sizeof(int) * (size_t)wc->size);
+    *run = (struct gather_run){ .g = { .wc = wc, .at = at, .len = at + wc->size }, .recvbuf = recvbuf,
+                                .counts = copies, .displs = copies + wc->size, .recvtype = recvtype };
+    struct gather *g = &run->g;
+    int rc = wm_layout(recvtype, 2, &run->rl);
+    wm_sched_at_end(s, gather_end, run);
+    if (rc != MPI_SUCCESS)
+        return wm_sched_fail(s, rc);
+    run->packed = wm_must_pack(&run->rl);
+    int64_t total = wm_blocks(wc->size, recvbuf, recvcounts, displs, &run->rl, run->packed, g->at, g->len,
+                              &g->data), longest = 0;
+    for (int b = 0; b < wc->size; b++)
+        longest = g->len[b] > longest ? g->len[b] : longest;
+    if (total == 0)
+        return MPI_SUCCESS;
+    if ((rc = wm_own_block(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, &run->rl,
+                           g->data, g->at, g->len, run->packed)) != MPI_SUCCESS)
+        return wm_sched_fail(s, rc);
+    int64_t chunk;
+    g->per_block = wm_pieces(wc, longest, (int64_t)wm_chunk_bytes(), wc->size, &chunk);
+    g->chunk = chunk;
+
+    for (int b = 0; b < wc->size && s->err == MPI_SUCCESS; b++)
+        for (int64_t q = 0; q < pieces_of(g, b); q++) {
+            long item = (long)(b * g->per_block + q);
+            if (b == wc->rank)
+                pass_on(s, g, item);
+            else
+                wm_sched_recv(s, piece_at(g, b, q), piece_bytes(g, b, q), MPI_BYTE, source_of(wc, b),
+                              (int)item, pass_on, g, item);
+        }
+    return s->err;
 }
 
 int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int sendcount,

@@ -347,10 +347,12 @@ static int piece_elements(const struct wm_comm *wc, int ssize, int rsize, long l
     return piece > INT32_MAX ? INT32_MAX : (int)piece;
 }
 
-static int scheduled(const struct wm_comm *wc, const char *sendbuf, const int *scounts, const int *sdispls,
-                     MPI_Datatype stype, char *recvbuf, const int *rcounts, const int *rdispls,
-                     MPI_Datatype rtype)
+int wm_alltoallv_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf_,
+                           const int *scounts, const int *sdispls, MPI_Datatype stype, void *recvbuf_,
+                           const int *rcounts, const int *rdispls, MPI_Datatype rtype)
 {
+    const char *sendbuf = sendbuf_;
+    char *recvbuf = recvbuf_;
     MPI_Aint lb, sext, rext;
     int ssize, rsize;
     PMPI_Type_get_extent(stype, &lb, &sext);
@@ -367,24 +369,49 @@ static int scheduled(const struct wm_comm *wc, const char *sendbuf, const int *s
     int piece = piece_elements(wc, ssize, rsize, max_count);
     int *order = malloc((size_t)wc->size * sizeof *order);
     if (!order)
-        return MPI_ERR_NO_MEM;
+        return wm_sched_fail(s, MPI_ERR_NO_MEM);
     send_order(wc, order);
-    struct wm_sched s;
-    wm_sched_init(&s, wc);
     int rc = MPI_SUCCESS;
     /* receives first, from the other clusters first: nothing arrives unexpected */
     for (int i = 0; i < wc->size && rc == MPI_SUCCESS; i++) {
         int p = order[i];
-        rc = post_block(&s, 0, recvbuf + (MPI_Aint)rdispls[p] * rext, rcounts[p], rtype, rext, p, piece);
+        rc = post_block(s, 0, recvbuf + (MPI_Aint)rdispls[p] * rext, rcounts[p], rtype, rext, p, piece);
     }
     for (int i = 0; i < wc->size && rc == MPI_SUCCESS; i++) {
         int p = order[i];
-        rc = post_block(&s, 1, (char *)sendbuf + (MPI_Aint)sdispls[p] * sext, scounts[p], stype, sext, p,
+        rc = post_block(s, 1, (char *)sendbuf + (MPI_Aint)sdispls[p] * sext, scounts[p], stype, sext, p,
                         piece);
     }
-    int run = wm_sched_run(&s);
     free(order);
-    return rc != MPI_SUCCESS ? rc : run;
+    return wm_sched_fail(s, rc);
+}
+
+static int scheduled(const struct wm_comm *wc, const void *sendbuf, const int *scounts, const int *sdispls,
+                     MPI_Datatype stype, void *recvbuf, const int *rcounts, const int *rdispls,
+                     MPI_Datatype rtype)
+{
+    struct wm_sched s;
+    wm_sched_init(&s, wc, 0);
+    wm_alltoallv_scheduled(&s, wc, sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype);
+    return wm_sched_run(&s);
+}
+
+int wm_alltoall_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, int scount,
+                          MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype)
+{
+    int *v = malloc((size_t)wc->size * 4 * sizeof *v);
+    if (!v)
+        return wm_sched_fail(s, MPI_ERR_NO_MEM);
+    int *sc = v, *sd = v + wc->size, *rcn = v + 2 * wc->size, *rd = v + 3 * wc->size;
+    for (int p = 0; p < wc->size; p++) {
+        sc[p] = scount;
+        sd[p] = p * scount;
+        rcn[p] = rcount;
+        rd[p] = p * rcount;
+    }
+    int rc = wm_alltoallv_scheduled(s, wc, sendbuf, sc, sd, stype, recvbuf, rcn, rd, rtype);
+    free(v);
+    return rc;
 }
 
 /* ---- entry points (called from api.c once the arguments are checked) ---- */
@@ -423,20 +450,10 @@ int wm_alltoall_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendb
         unpace(&pc);
         return rc;
     }
-    int *v = malloc((size_t)wc->size * 4 * sizeof *v);
-    if (!v) {
-        unpace(&pc);
-        return MPI_ERR_NO_MEM;
-    }
-    int *sc = v, *sd = v + wc->size, *rcn = v + 2 * wc->size, *rd = v + 3 * wc->size;
-    for (int p = 0; p < wc->size; p++) {
-        sc[p] = scount;
-        sd[p] = p * scount;
-        rcn[p] = rcount;
-        rd[p] = p * rcount;
-    }
-    rc = scheduled(wc, sendbuf, sc, sd, stype, recvbuf, rcn, rd, rtype);
-    free(v);
+    struct wm_sched s;
+    wm_sched_init(&s, wc, 0);
+    wm_alltoall_scheduled(&s, wc, sendbuf, scount, stype, recvbuf, rcount, rtype);
+    rc = wm_sched_run(&s);
     unpace(&pc);
     return rc;
 }

@@ -26,7 +26,9 @@
 #include "coll.h"
 #include <limits.h>
 #include <stdlib.h>
+#include "nb.h"
 #include "rules.h"
+#include "sched.h"
 #include "stats.h"
 #include "../common/log.h"
 #include "../common/settings.h"
@@ -35,17 +37,25 @@
 #include "../fence/fence.h"
 #include "../../include/wanmpi.h"
 
-static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum wm_alg *alg)
+/* A nonblocking call (`request` set) takes the communicator's entry only if
+ * one was built (nb.h), and only where nonblocking calls of ours fit. */
+static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum wm_alg *alg,
+                 MPI_Request *request)
 {
     const struct wm_settings *s = wm_settings();
     *alg = WM_ALG_MPI;
     *out = NULL;
-    if (s->disabled || s->alg[c] == WM_ALG_MPI || comm == MPI_COMM_NULL)
+    if (s->disabled || s->alg[c] == WM_ALG_MPI || comm == MPI_COMM_NULL || (request && !s->nonblocking_ours))
         return MPI_SUCCESS;
     struct wm_comm *wc;
-    int rc = wm_comm_get(comm, &wc);
-    if (rc != MPI_SUCCESS)
-        return rc;
+    if (request) {
+        if (!(wc = wm_comm_cached(comm)) || !wm_nb_room(wc))
+            return MPI_SUCCESS;
+    } else {
+        int rc = wm_comm_get(comm, &wc);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
     *out = wc;
     if (!wc->flat)
         *alg = s->alg[c];
@@ -141,35 +151,78 @@ static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg 
     return wm_rules_choose(wc, c, bytes, builtin);
 }
 
-int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+/* Runs an algorithm that fills a schedule (fn(s, wc, ...)): at once for a
+ * blocking call (request NULL), else as a nonblocking collective (nb.h). */
+#define SCHEDULE(rc, wc, comm, request, fn, ...)                                      \
+    do {                                                                              \
+        if (request) {                                                                \
+            const struct wm_comm *nbwc_;                                              \
+            struct wm_sched *s_ = wm_nb_begin(wc, comm, &nbwc_);                      \
+            rc = wm_nb_submit(s_, fn(s_, nbwc_, __VA_ARGS__), request);               \
+            wm_debug(1, "nonblocking %s: ours", #fn);                                 \
+        } else {                                                                      \
+            struct wm_sched s_;                                                       \
+            wm_sched_init(&s_, wc, 0);                                                \
+            fn(&s_, wc, __VA_ARGS__);                                                 \
+            rc = wm_sched_run(&s_);                                                   \
+        }                                                                             \
+    } while (0)
+
+/* A nonblocking call runs ours only where the blocking call would run a
+ * schedule (multi-lane or scheduled); else the MPI's own nonblocking call. */
+static enum wm_alg nonblocking(enum wm_alg alg, MPI_Request *request)
+{
+    return !request || alg == WM_ALG_MULTILANE || alg == WM_ALG_SCHEDULED ? alg : WM_ALG_MPI;
+}
+
+/* What a collective that is not ours records: its time, or nothing for a
+ * nonblocking one (the time is the MPI's, not the call's). */
+static void record(enum wm_coll c, enum wm_alg alg, double bytes, double t0, MPI_Request *request)
+{
+    if (!request)
+        wm_stats_call(c, alg, bytes, PMPI_Wtime() - t0);
+}
+
+static int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request)
 {
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(WM_BCAST, comm, &wc, &alg), size = 0;
+    int rc = enter(WM_BCAST, comm, &wc, &alg, request), size = 0;
     if (rc != MPI_SUCCESS)
         return rc;
     int typed = type_size(type, &size);       /* also for the statistics of MPI's own calls */
     if (alg != WM_ALG_MPI && (count < 0 || root < 0 || root >= wc->size || !typed))
         alg = WM_ALG_MPI;
     double bytes = (double)count * size;
-    alg = decide(wc, WM_BCAST, alg, bytes);
-    switch (alg) {
-    case WM_ALG_MULTILANE: rc = wm_bcast_multilane(wc, buf, count, type, root); break;
-    case WM_ALG_SINGLELANE: rc = wm_bcast_singlelane(wc, buf, count, type, root); break;
-    default: rc = PMPI_Bcast(buf, count, type, root, comm);
-    }
-    wm_stats_call(WM_BCAST, alg, bytes, PMPI_Wtime() - t0);
+    alg = nonblocking(decide(wc, WM_BCAST, alg, bytes), request);
+    if (alg == WM_ALG_MULTILANE)
+        SCHEDULE(rc, wc, comm, request, wm_bcast_multilane, buf, count, type, root);
+    else if (alg == WM_ALG_SINGLELANE)
+        rc = wm_bcast_singlelane(wc, buf, count, type, root);
+    else
+        rc = request ? PMPI_Ibcast(buf, count, type, root, comm, request) : PMPI_Bcast(buf, count, type, root, comm);
+    record(WM_BCAST, alg, bytes, t0, request);
     return rc;
 }
 
+int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    return bcast(buf, count, type, root, comm, NULL);
+}
+
+int wm_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request)
+{
+    return bcast(buf, count, type, root, comm, request);
+}
+
 static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
-                     MPI_Op op, int root, MPI_Comm comm)
+                     MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
 {
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(coll, comm, &wc, &alg), size = 0;
+    int rc = enter(coll, comm, &wc, &alg, request), size = 0;
     if (rc != MPI_SUCCESS)
         return rc;
     enum wm_reduce_mode mode = coll == WM_ALLREDUCE ? WM_TO_ALL : coll == WM_REDUCE ? WM_TO_ROOT
@@ -183,46 +236,70 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
             alg = WM_ALG_MPI;
     }
     double bytes = (double)count * size * (mode == WM_SCATTER_BLOCKS && wc ? wc->size : 1);
-    alg = decide(wc, coll, alg, bytes);
+    alg = nonblocking(decide(wc, coll, alg, bytes), request);
     if (alg == WM_ALG_MULTILANE)
-        rc = wm_reduce_multilane(wc, sendbuf, recvbuf, count, type, op, mode, root);
+        SCHEDULE(rc, wc, comm, request, wm_reduce_multilane, sendbuf, recvbuf, count, type, op, mode, root);
     else if (alg == WM_ALG_SINGLELANE)
         rc = wm_reduce_singlelane(wc, sendbuf, recvbuf, count, type, op, mode, root);
     else if (mode == WM_TO_ALL)
-        rc = PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+        rc = request ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request)
+                     : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     else if (mode == WM_TO_ROOT)
-        rc = PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+        rc = request ? PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request)
+                     : PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     else
-        rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm);
-    wm_stats_call(coll, alg, bytes, PMPI_Wtime() - t0);
+        rc = request ? PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, type, op, comm, request)
+                     : PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm);
+    record(coll, alg, bytes, t0, request);
     return rc;
 }
 
 int wm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
 {
-    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm);
+    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, NULL);
 }
 
 int wm_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
               MPI_Comm comm)
 {
-    return reduction(WM_REDUCE, sendbuf, recvbuf, count, type, op, root, comm);
+    return reduction(WM_REDUCE, sendbuf, recvbuf, count, type, op, root, comm, NULL);
 }
 
 int wm_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type,
                             MPI_Op op, MPI_Comm comm)
 {
-    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm);
+    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, NULL);
+}
+
+int wm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                  MPI_Request *request)
+{
+    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, request);
+}
+
+int wm_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+               MPI_Comm comm, MPI_Request *request)
+{
+    return reduction(WM_REDUCE, sendbuf, recvbuf, count, type, op, root, comm, request);
+}
+
+int wm_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm, MPI_Request *request)
+{
+    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, request);
 }
 
 /* Runs an allgather(v) whose arguments were checked, on the chosen path. */
-static int allgatherv_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendbuf, int sendcount,
-                          MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
-                          MPI_Datatype recvtype)
+static int allgatherv_run(const struct wm_comm *wc, MPI_Comm comm, enum wm_alg alg, const void *sendbuf,
+                          int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
+                          const int *displs, MPI_Datatype recvtype, MPI_Request *request)
 {
-    return alg == WM_ALG_MULTILANE
-               ? wm_allgatherv_multilane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype)
-               : wm_allgatherv_singlelane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
+    int rc;
+    if (alg == WM_ALG_SINGLELANE)
+        return wm_allgatherv_singlelane(wc, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
+    SCHEDULE(rc, wc, comm, request, wm_allgatherv_multilane, sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+             displs, recvtype);
+    return rc;
 }
 
 /* Whether my send data matches my block, as MPI requires (else MPI's own reports it). */
@@ -233,13 +310,13 @@ static int send_matches(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
            (sendcount >= 0 && type_size(sendtype, &ssize) && (int64_t)sendcount * ssize == block_bytes);
 }
 
-int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                 MPI_Datatype recvtype, MPI_Comm comm)
+static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                     MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(WM_ALLGATHER, comm, &wc, &alg), rsize = 0;
+    int rc = enter(WM_ALLGATHER, comm, &wc, &alg, request), rsize = 0;
     if (rc != MPI_SUCCESS)
         return rc;
     int typed = type_size(recvtype, &rsize);
@@ -247,7 +324,7 @@ int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
         (recvcount < 0 || !typed || !send_matches(sendbuf, sendcount, sendtype, (int64_t)recvcount * rsize)))
         alg = WM_ALG_MPI;
     double bytes = (double)recvcount * rsize * (wc ? wc->size : 1);
-    alg = decide(wc, WM_ALLGATHER, alg, bytes);
+    alg = nonblocking(decide(wc, WM_ALLGATHER, alg, bytes), request);
     if (alg == WM_ALG_MULTILANE || alg == WM_ALG_SINGLELANE) {
         int *counts = malloc(2 * sizeof(int) * (size_t)wc->size), *displs = counts + wc->size;
         if (!counts)
@@ -256,22 +333,37 @@ int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
             counts[r] = recvcount;
             displs[r] = r * recvcount;
         }
-        rc = allgatherv_run(wc, alg, sendbuf, sendcount, sendtype, recvbuf, counts, displs, recvtype);
+        rc = allgatherv_run(wc, comm, alg, sendbuf, sendcount, sendtype, recvbuf, counts, displs, recvtype,
+                            request);
         free(counts);
     } else {
-        rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+        rc = request ? PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+                     : PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
-    wm_stats_call(WM_ALLGATHER, alg, bytes, PMPI_Wtime() - t0);
+    record(WM_ALLGATHER, alg, bytes, t0, request);
     return rc;
 }
 
-int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
-                  const int *displs, MPI_Datatype recvtype, MPI_Comm comm)
+int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL);
+}
+
+int wm_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+static int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      const int *recvcounts, const int *displs, MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request *request)
 {
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(WM_ALLGATHERV, comm, &wc, &alg), rsize = 0;
+    int rc = enter(WM_ALLGATHERV, comm, &wc, &alg, request), rsize = 0;
     if (rc != MPI_SUCCESS)
         return rc;
     int typed = type_size(recvtype, &rsize);
@@ -286,13 +378,29 @@ int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
             !send_matches(sendbuf, sendcount, sendtype, (int64_t)recvcounts[wc->rank] * rsize))
             alg = WM_ALG_MPI;
     }
-    alg = decide(wc, WM_ALLGATHERV, alg, bytes);
+    alg = nonblocking(decide(wc, WM_ALLGATHERV, alg, bytes), request);
     if (alg == WM_ALG_MULTILANE || alg == WM_ALG_SINGLELANE)
-        rc = allgatherv_run(wc, alg, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
+        rc = allgatherv_run(wc, comm, alg, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                            request);
+    else if (request)
+        rc = PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     else
         rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    wm_stats_call(WM_ALLGATHERV, alg, bytes, PMPI_Wtime() - t0);
+    record(WM_ALLGATHERV, alg, bytes, t0, request);
     return rc;
+}
+
+int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
+                  const int *displs, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, NULL);
+}
+
+int wm_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const int *recvcounts, const int *displs, MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request *request)
+{
+    return allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
 }
 
 /* Gather(v), scatter(v): each rank checks its own arguments (only the root
@@ -301,7 +409,7 @@ int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
  * `whole` (gather, scatter): the root's whole buffer, the same on every rank. */
 static int rooted_enter(enum wm_coll coll, MPI_Comm comm, int root, const struct wm_comm **wc, enum wm_alg *alg)
 {
-    int rc = enter(coll, comm, wc, alg);
+    int rc = enter(coll, comm, wc, alg, NULL);
     if (rc == MPI_SUCCESS && *alg != WM_ALG_MPI && (root < 0 || root >= (*wc)->size))
         *alg = WM_ALG_MPI;
     return rc;
@@ -452,7 +560,7 @@ static int scan(enum wm_coll coll, const void *sendbuf, void *recvbuf, int count
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(coll, comm, &wc, &alg), size = 0, exclusive = coll == WM_EXSCAN;
+    int rc = enter(coll, comm, &wc, &alg, NULL), size = 0, exclusive = coll == WM_EXSCAN;
     if (rc != MPI_SUCCESS)
         return rc;
     int typed = type_size(type, &size);
@@ -485,7 +593,7 @@ int wm_barrier_call(MPI_Comm comm)
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(WM_BARRIER, comm, &wc, &alg);
+    int rc = enter(WM_BARRIER, comm, &wc, &alg, NULL);
     if (rc != MPI_SUCCESS)
         return rc;
     /* one algorithm: single-lane and multi-lane are the same for a barrier */
@@ -507,13 +615,13 @@ static int counts_ok(const int *counts, const int *displs, int n)
     return 1;
 }
 
-int wm_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                MPI_Datatype recvtype, MPI_Comm comm)
+static int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(WM_ALLTOALL, comm, &wc, &alg), ssize = 0, rsize = 0;
+    int rc = enter(WM_ALLTOALL, comm, &wc, &alg, request), ssize = 0, rsize = 0;
     if (rc != MPI_SUCCESS)
         return rc;
     int typed = type_size(recvtype, &rsize);
@@ -530,23 +638,41 @@ int wm_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
     alg = decide(wc, WM_ALLTOALL, alg, bytes);
     if (alg == WM_ALG_SCHEDULED && sendbuf == MPI_IN_PLACE)
         alg = WM_ALG_PACED;         /* the schedule needs a separate send buffer */
+    alg = nonblocking(alg, request);
     if (alg == WM_ALG_MPI)
-        rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+        rc = request ? PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+                     : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    else if (request)
+        SCHEDULE(rc, wc, comm, request, wm_alltoall_scheduled, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                 recvtype);
     else if (sendbuf == MPI_IN_PLACE)
         rc = wm_alltoall_run(wc, alg, sendbuf, recvcount, recvtype, recvbuf, recvcount, recvtype);
     else
         rc = wm_alltoall_run(wc, alg, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
-    wm_stats_call(WM_ALLTOALL, alg, bytes, PMPI_Wtime() - t0);
+    record(WM_ALLTOALL, alg, bytes, t0, request);
     return rc;
 }
 
-int wm_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
-                 void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm)
+int wm_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL);
+}
+
+int wm_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    return alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+static int alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
+                     void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Request *request)
 {
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
     enum wm_alg alg;
-    int rc = enter(WM_ALLTOALLV, comm, &wc, &alg), ssize = 0, rsize = 0;
+    int rc = enter(WM_ALLTOALLV, comm, &wc, &alg, request), ssize = 0, rsize = 0;
     if (rc != MPI_SUCCESS)
         return rc;
     if (alg != WM_ALG_MPI) {
@@ -559,25 +685,47 @@ int wm_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls,
     alg = decide(wc, WM_ALLTOALLV, alg, 0);     /* per-rank sizes differ: no size in the choice */
     if (alg == WM_ALG_SCHEDULED && sendbuf == MPI_IN_PLACE)
         alg = WM_ALG_PACED;
+    alg = nonblocking(alg, request);
     double bytes = 0;
     if (alg != WM_ALG_MPI)
         for (int p = 0; p < wc->size; p++)
             bytes += (double)recvcounts[p] * rsize;
-    if (alg == WM_ALG_MPI)
+    if (alg == WM_ALG_MPI && request)
+        rc = PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                             comm, request);
+    else if (alg == WM_ALG_MPI)
         rc = PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
                             comm);
+    else if (request)
+        SCHEDULE(rc, wc, comm, request, wm_alltoallv_scheduled, sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                 recvcounts, rdispls, recvtype);
     else if (sendbuf == MPI_IN_PLACE)
         rc = wm_alltoallv_run(wc, alg, sendbuf, recvcounts, rdispls, recvtype, recvbuf, recvcounts, rdispls,
                               recvtype);
     else
         rc = wm_alltoallv_run(wc, alg, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                               recvtype);
-    wm_stats_call(WM_ALLTOALLV, alg, bytes, PMPI_Wtime() - t0);
+    record(WM_ALLTOALLV, alg, bytes, t0, request);
     return rc;
+}
+
+int wm_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
+                 void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    return alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, NULL);
+}
+
+int wm_ialltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
+                  void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm,
+                  MPI_Request *request)
+{
+    return alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                     request);
 }
 
 int wm_finalize(void)
 {
+    wm_nb_thread_stop();
     wm_finalize_fence();                /* first: every rank's last messages are in (fence.c) */
     wm_stats_write();
     wm_comm_release_all();

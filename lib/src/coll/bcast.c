@@ -40,6 +40,11 @@
 #include <stdlib.h>
 
 struct bcast {
+    const struct wm_comm *wc;
+    void *buf;          /* the user's (count, type, root) */
+    int count, root;
+    MPI_Datatype type;
+    char *packed;       /* the message packed, for a non-contiguous type; else NULL */
     char *data;
     int64_t total, chunk;
     int segments;
@@ -121,27 +126,45 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
     }
 }
 
-int wm_bcast_multilane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root)
+static int bcast_end(void *state, int rc)
+{
+    struct bcast *b = state;
+    if (rc == MPI_SUCCESS && b->packed && b->wc->rank != b->root) {
+        int pos = 0;
+        rc = PMPI_Unpack(b->packed, (int)b->total, &pos, b->buf, b->count, b->type, b->wc->shadow);
+    }
+    free(b->source);
+    free(b->ndest);
+    free(b->dest);
+    free(b->packed);
+    free(b);
+    return rc;
+}
+
+int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, int count, MPI_Datatype type,
+                       int root)
 {
     struct wm_layout l;
     int rc = wm_layout(type, count, &l);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    struct bcast b = { .total = (int64_t)count * l.size };
-    if (b.total == 0)
-        return MPI_SUCCESS;
-    void *packed = NULL;
+    if (rc != MPI_SUCCESS || (int64_t)count * l.size == 0)
+        return wm_sched_fail(s, rc);
+    struct bcast *b = calloc(1, sizeof *b);
+    if (!b)
+        wm_fatal("out of memory (broadcast)");
+    *b = (struct bcast){ .wc = wc, .buf = buf, .count = count, .type = type, .root = root,
+                         .total = (int64_t)count * l.size };
+    wm_sched_at_end(s, bcast_end, b);
     if (l.contiguous) {
-        b.data = (char *)buf + l.true_lb;
+        b->data = (char *)buf + l.true_lb;
     } else {
-        packed = malloc((size_t)b.total);
-        if (!packed)
-            wm_fatal("out of memory: %lld bytes to pack a broadcast", (long long)b.total);
-        b.data = packed;
+        b->packed = malloc((size_t)b->total);
+        if (!b->packed)
+            wm_fatal("out of memory: %lld bytes to pack a broadcast", (long long)b->total);
+        b->data = b->packed;
         if (wc->rank == root) {
             int pos = 0;
-            if ((rc = PMPI_Pack(buf, count, type, packed, (int)b.total, &pos, wc->shadow)) != MPI_SUCCESS)
-                goto out;
+            if ((rc = PMPI_Pack(buf, count, type, b->packed, (int)b->total, &pos, wc->shadow)) != MPI_SUCCESS)
+                return wm_sched_fail(s, rc);
         }
     }
     int R = wc->cluster_of[root], nR = wc->cluster_size[R], widest = 1;
@@ -150,45 +173,33 @@ int wm_bcast_multilane(const struct wm_comm *wc, void *buf, int count, MPI_Datat
             widest = wc->cluster_size[x];
     /* automatic: one chain, which measured fastest (docs/libwanmpi.md) */
     int k = wc->lanes > 0 ? wc->lanes : 1;
-    b.segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
+    b->segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
     /* The chain of P ranks fills in (P-1) chunk times: at most about 1/64 of
      * the message, down to 8 KiB chunks (2x4 testbed, 4 MiB: 32 KiB chunks
      * 0.397 s, 8 KiB 0.382 s against a bound of 0.346 s) */
-    int64_t chunk = (int64_t)wm_chunk_bytes(), fill = b.total / (64 * (int64_t)(wc->size > 1 ? wc->size - 1 : 1));
+    int64_t chunk = (int64_t)wm_chunk_bytes(), fill = b->total / (64 * (int64_t)(wc->size > 1 ? wc->size - 1 : 1));
     if (fill < 8192)
         fill = 8192;
     if (fill < chunk)
         chunk = fill;
-    int64_t nchunks = wm_pieces(wc, b.total, chunk, 1, &b.chunk);
-    b.max_dest = wc->nclusters;
-    b.source = calloc((size_t)b.segments, sizeof(int));
-    b.ndest = calloc((size_t)b.segments, sizeof(int));
-    b.dest = calloc((size_t)b.segments * (size_t)b.max_dest, sizeof(int));
-    if (!b.source || !b.ndest || !b.dest)
+    int64_t nchunks = wm_pieces(wc, b->total, chunk, 1, &b->chunk);
+    b->max_dest = wc->nclusters;
+    b->source = calloc((size_t)b->segments, sizeof(int));
+    b->ndest = calloc((size_t)b->segments, sizeof(int));
+    b->dest = calloc((size_t)b->segments * (size_t)b->max_dest, sizeof(int));
+    if (!b->source || !b->ndest || !b->dest)
         wm_fatal("out of memory (broadcast plan)");
-    plan(wc, root, &b);
+    plan(wc, root, b);
 
-    struct wm_sched s;
-    wm_sched_init(&s, wc);
-    for (int64_t c = 0; c < nchunks; c++) {
-        int seg = (int)(c % b.segments);
+    for (int64_t c = 0; c < nchunks && s->err == MPI_SUCCESS; c++) {
+        int seg = (int)(c % b->segments);
         if (wc->rank == root)
-            forward(&s, &b, (long)c);
+            forward(s, b, (long)c);
         else
-            wm_sched_recv(&s, b.data + c * b.chunk, chunk_count(&b, c), MPI_BYTE, b.source[seg],
-                          (int)c, forward, &b, (long)c);
+            wm_sched_recv(s, b->data + c * b->chunk, chunk_count(b, c), MPI_BYTE, b->source[seg],
+                          (int)c, forward, b, (long)c);
     }
-    rc = wm_sched_run(&s);
-    if (rc == MPI_SUCCESS && packed && wc->rank != root) {
-        int pos = 0;
-        rc = PMPI_Unpack(packed, (int)b.total, &pos, buf, count, type, wc->shadow);
-    }
-out:
-    free(b.source);
-    free(b.ndest);
-    free(b.dest);
-    free(packed);
-    return rc;
+    return s->err;
 }
 
 int wm_bcast_singlelane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root)

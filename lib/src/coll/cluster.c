@@ -187,7 +187,14 @@ static void destroy_released(void)
     pthread_mutex_unlock(&lock);
     while (list) {
         struct wm_comm *next = list->next;
-        destroy(list);
+        if (__atomic_load_n(&list->nb_active, __ATOMIC_ACQUIRE) > 0) {
+            pthread_mutex_lock(&lock);      /* a nonblocking call of ours still runs on it */
+            list->next = released;
+            released = list;
+            pthread_mutex_unlock(&lock);
+        } else {
+            destroy(list);
+        }
         list = next;
     }
 }
@@ -304,7 +311,8 @@ static int split_communicators(MPI_Comm comm, struct wm_comm *wc)
         return rc;
     int *ub, flag;
     PMPI_Comm_get_attr(wc->shadow, MPI_TAG_UB, &ub, &flag);
-    wc->tag_ub = flag ? *ub : 32767;
+    wc->mpi_tag_ub = flag ? *ub : 32767;
+    wc->tag_ub = wc->mpi_tag_ub / 2;
     return MPI_SUCCESS;
 }
 
@@ -356,6 +364,15 @@ static int build(MPI_Comm comm, struct wm_comm *wc)
     if (WM_DEBUG_ON(1))
         debug_layout(wc);
     return MPI_SUCCESS;
+}
+
+struct wm_comm *wm_comm_cached(MPI_Comm comm)
+{
+    struct wm_comm *wc;
+    int flag = 0;
+    if (keyval == MPI_KEYVAL_INVALID || PMPI_Comm_get_attr(comm, keyval, &wc, &flag) != MPI_SUCCESS || !flag)
+        return NULL;
+    return wc;
 }
 
 int wm_comm_get(MPI_Comm comm, struct wm_comm **out)

@@ -34,7 +34,11 @@ struct wm_comm {
     uint32_t *host_address;    /* [nhosts] the distinct addresses, in order of their lowest rank */
     int nhosts;
     int lanes;                 /* k, WAN senders per cluster (WANMPI_LANES); 0: automatic */
-    int tag_ub;
+    int tag_ub;                /* blocking calls use tags 0..tag_ub: the lower half of the MPI's */
+    int mpi_tag_ub;            /* the MPI's MPI_TAG_UB: tags above tag_ub are the nonblocking
+                                  calls' (nb.c) */
+    unsigned nb_calls;         /* nonblocking collectives of ours started on it (nb.c) */
+    int nb_active;             /* of which not yet ended: the entry outlives MPI_Comm_free until 0 */
     int rules_differ;          /* the ranks read different rules files */
     struct wm_comm_rules *rules;   /* rules.c: the rules that can apply here; NULL: none */
     struct wm_comm *next;      /* list of live entries (freed at MPI_Finalize) */
@@ -43,6 +47,9 @@ struct wm_comm {
 /* The cached entry of `comm`, built on first use: collective over `comm`, so
  * only call it where every rank of `comm` calls it (inside a collective). */
 int wm_comm_get(MPI_Comm comm, struct wm_comm **out);
+/* The cached entry, or NULL if none was built yet (never collective: for
+ * nonblocking calls, which must not wait for other ranks). */
+struct wm_comm *wm_comm_cached(MPI_Comm comm);
 
 /* Lanes of cluster c: min(k, size of c); automatic: every rank of c. */
 int wm_lanes(const struct wm_comm *wc, int c);

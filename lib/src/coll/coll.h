@@ -12,10 +12,17 @@
 #include <stdint.h>
 
 #include "cluster.h"
+#include "sched.h"
 #include "../common/settings.h"
 
-/* ---- algorithms ---- */
-int wm_bcast_multilane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root);
+/* ---- algorithms ----
+ * Those that take a `struct wm_sched *` fill it (sched.h): they post their
+ * first operations and leave the rest to handlers and the end hook, so the
+ * same code runs a blocking call (api.c runs the schedule at once) and a
+ * nonblocking one (nb.c advances it). They return the first error, also
+ * kept in the schedule. */
+int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, int count, MPI_Datatype type,
+                       int root);
 int wm_bcast_singlelane(const struct wm_comm *wc, void *buf, int count, MPI_Datatype type, int root);
 
 enum wm_reduce_mode {
@@ -24,14 +31,15 @@ enum wm_reduce_mode {
     WM_SCATTER_BLOCKS,  /* MPI_Reduce_scatter_block: `count` elements per rank */
 };
 /* Commutative operations only (the caller checks). */
-int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
-                        MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
+int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, void *recvbuf,
+                        int count, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
 int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
                          MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
 
 /* Allgatherv (and Allgather: equal counts, displacements r * count). */
-int wm_allgatherv_multilane(const struct wm_comm *wc, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                            void *recvbuf, const int *recvcounts, const int *displs, MPI_Datatype recvtype);
+int wm_allgatherv_multilane(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, int sendcount,
+                            MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
+                            MPI_Datatype recvtype);
 int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int sendcount,
                              MPI_Datatype sendtype, void *recvbuf, const int *recvcounts, const int *displs,
                              MPI_Datatype recvtype);
@@ -62,6 +70,12 @@ int wm_alltoall_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendb
 int wm_alltoallv_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendbuf, const int *scounts,
                      const int *sdispls, MPI_Datatype stype, void *recvbuf, const int *rcounts,
                      const int *rdispls, MPI_Datatype rtype);
+/* The scheduled all-to-all(v) alone, not paced (nonblocking calls). */
+int wm_alltoallv_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf,
+                           const int *scounts, const int *sdispls, MPI_Datatype stype, void *recvbuf,
+                           const int *rcounts, const int *rdispls, MPI_Datatype rtype);
+int wm_alltoall_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, int scount,
+                          MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype);
 
 /* own_alltoall.c: for a paced call, the MPI library's own all-to-all set to
  * one whose flows all run at once (MPICH: "scattered"); *saved for restore.

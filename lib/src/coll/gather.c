@@ -281,7 +281,7 @@ static int root_run(struct rooted *r, const void *sendbuf, int sendcount, MPI_Da
     }
     if (rc == MPI_SUCCESS) {
         struct wm_sched s;
-        wm_sched_init(&s, wc);
+        wm_sched_init(&s, wc, 0);
         root_posts(&s, r, sizes);
         rc = wm_sched_run(&s);
     }
@@ -337,7 +337,7 @@ static int member_run(struct rooted *r, void *buf, int count, MPI_Datatype type,
     if (rc != MPI_SUCCESS)
         return rc;
     uint32_t paced = pace_toward(r, peer == me ? r->root : peer, len);
-    wm_sched_init(&s, wc);
+    wm_sched_init(&s, wc, 0);
     if (peer == me) {                               /* a lane of another cluster */
         lead(&s, r);
         post_block(&s, r, !r->scatter, me, mine, len, r->root, wan_tag(r, me), NULL);

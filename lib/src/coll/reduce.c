@@ -497,51 +497,74 @@ static void unpace_allreduce(struct red_pacing *pc, const struct wm_comm *wc)
             wm_rate_set_cluster(wm_cluster_name(wc->cluster_global[x]), UINT64_MAX);
 }
 
-int wm_reduce_multilane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
-                        MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root)
+/* One multi-lane reduction in flight: the engine's state and what its end
+ * restores, copies out and frees. */
+struct red_run {
+    struct red r;
+    struct red_pacing pacing;
+    char *slab;
+    void *out_base;             /* the staging area of an in-place call */
+    void *recvbuf;
+};
+
+static int reduce_end(void *state, int rc)
 {
-    struct red r = { .wc = wc, .mode = mode, .root = root, .type = type, .op = op, .count = count,
-                     .homed = mode == WM_TO_ALL && wc->nclusters >= 3 };
-    int rc = wm_layout(type, count, &r.l);
-    if (rc != MPI_SUCCESS || count == 0 || r.l.size == 0)
-        return rc;
+    struct red_run *run = state;
+    struct red *r = &run->r;
+    unpace_allreduce(&run->pacing, r->wc);
+    if (rc == MPI_SUCCESS && run->out_base)
+        rc = wm_copy_elements(run->recvbuf, r->out, r->count, r->type, &r->l);
+    free(run->out_base);
+    free(r->piece);
+    free(run->slab);
+    free(run);
+    return rc;
+}
+
+int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, void *recvbuf,
+                        int count, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root)
+{
+    struct red_run *run = calloc(1, sizeof *run);
+    if (!run)
+        wm_fatal("out of memory (reduction)");
+    struct red *r = &run->r;
+    *r = (struct red){ .wc = wc, .mode = mode, .root = root, .type = type, .op = op, .count = count,
+                       .homed = mode == WM_TO_ALL && wc->nclusters >= 3 };
+    run->recvbuf = recvbuf;
+    int rc = wm_layout(type, count, &r->l);
+    if (rc != MPI_SUCCESS || count == 0 || r->l.size == 0) {
+        free(run);
+        return wm_sched_fail(s, rc);
+    }
     int me = wc->rank;
     int in_place = sendbuf == MPI_IN_PLACE;
-    r.in = in_place ? recvbuf : sendbuf;
-    int64_t chunk_elems = (int64_t)(wm_chunk_bytes() / (size_t)r.l.size);
+    r->in = in_place ? recvbuf : sendbuf;
+    int64_t chunk_elems = (int64_t)(wm_chunk_bytes() / (size_t)r->l.size);
     if (mode == WM_SCATTER_BLOCKS) {
-        r.per_block = wm_pieces(wc, count, chunk_elems, 2 * (int64_t)wc->size, &r.chunk);
-        r.pieces = r.per_block * wc->size;
+        r->per_block = wm_pieces(wc, count, chunk_elems, 2 * (int64_t)wc->size, &r->chunk);
+        r->pieces = r->per_block * wc->size;
     } else {
-        r.pieces = wm_pieces(wc, count, chunk_elems, 2, &r.chunk);
-        r.per_block = r.pieces;
+        r->pieces = wm_pieces(wc, count, chunk_elems, 2, &r->chunk);
+        r->per_block = r->pieces;
     }
 
     /* where my results go: straight into recvbuf unless the input lives there */
-    void *out_base = NULL;
     int has_output = mode == WM_TO_ALL || (mode == WM_TO_ROOT && me == root) || mode == WM_SCATTER_BLOCKS;
     if (has_output) {
-        r.out_first = mode == WM_SCATTER_BLOCKS ? (int64_t)me * count : 0;
-        r.out = in_place ? wm_alloc_elements(&r.l, count, &out_base) : recvbuf;
+        r->out_first = mode == WM_SCATTER_BLOCKS ? (int64_t)me * count : 0;
+        r->out = in_place ? wm_alloc_elements(&r->l, count, &run->out_base) : recvbuf;
     }
-    char *next, *slab = allocate_slots(&r, &next);
+    char *next;
+    run->slab = allocate_slots(r, &next);
 
-    struct red_pacing pacing;
-    pace_allreduce(&pacing, &r);
-    struct wm_sched s;
-    wm_sched_init(&s, wc);
-    for (int64_t p = 0; p < r.pieces && s.err == MPI_SUCCESS && rc == MPI_SUCCESS; p++)
-        rc = post_piece(&s, &r, p, &next);
-    int run = wm_sched_run(&s);
-    unpace_allreduce(&pacing, wc);
-    if (rc == MPI_SUCCESS)
-        rc = run;
-    if (rc == MPI_SUCCESS && has_output && in_place)
-        rc = wm_copy_elements(recvbuf, r.out, count, type, &r.l);
-    free(out_base);
-    free(r.piece);
-    free(slab);
-    return rc;
+    /* An outstanding nonblocking reduction is not paced: the rates are set
+     * per call and another call may run meanwhile (docs/nonblocking.md). */
+    if (s->tag_base == 0)
+        pace_allreduce(&run->pacing, r);
+    wm_sched_at_end(s, reduce_end, run);
+    for (int64_t p = 0; p < r->pieces && s->err == MPI_SUCCESS; p++)
+        wm_sched_fail(s, post_piece(s, r, p, &next));
+    return s->err;
 }
 
 /* ---- single lane ---- */

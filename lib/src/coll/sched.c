@@ -6,12 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-void wm_sched_init(struct wm_sched *s, const struct wm_comm *wc)
+void (*wm_sched_idle)(void);
+
+void wm_sched_init(struct wm_sched *s, const struct wm_comm *wc, int tag_base)
 {
     memset(s, 0, sizeof *s);
     s->wc = wc;
     s->comm = wc->shadow;
+    s->tag_base = tag_base;
     s->err = MPI_SUCCESS;
+}
+
+void wm_sched_at_end(struct wm_sched *s, wm_end_hook end, void *state)
+{
+    s->end = end;
+    s->end_state = state;
+}
+
+int wm_sched_fail(struct wm_sched *s, int rc)
+{
+    if (rc != MPI_SUCCESS && s->err == MPI_SUCCESS)
+        s->err = rc;
+    return rc;
 }
 
 static int grow(struct wm_sched *s)
@@ -56,7 +72,8 @@ int wm_sched_send(struct wm_sched *s, const void *buf, int count, MPI_Datatype t
     if (WM_DEBUG_ON(2))
         wm_debug(2, "send tag %d count %d to %d", tag, count, dest);
     wm_stats_sent(s->wc, dest, count, type);
-    return add(s, PMPI_Isend(buf, count, type, dest, tag, s->comm, &s->req[s->n]), fn, arg, item);
+    return add(s, PMPI_Isend(buf, count, type, dest, s->tag_base + tag, s->comm, &s->req[s->n]), fn, arg,
+               item);
 }
 
 int wm_sched_recv(struct wm_sched *s, void *buf, int count, MPI_Datatype type, int source,
@@ -66,7 +83,8 @@ int wm_sched_recv(struct wm_sched *s, void *buf, int count, MPI_Datatype type, i
         return s->err;
     if (WM_DEBUG_ON(2))
         wm_debug(2, "recv tag %d count %d from %d", tag, count, source);
-    return add(s, PMPI_Irecv(buf, count, type, source, tag, s->comm, &s->req[s->n]), fn, arg, item);
+    return add(s, PMPI_Irecv(buf, count, type, source, s->tag_base + tag, s->comm, &s->req[s->n]), fn, arg,
+               item);
 }
 
 /* Drops completed entries once they are the majority, so MPI_Testsome does
@@ -85,51 +103,70 @@ static void compact(struct wm_sched *s)
     s->n = j;
 }
 
-int wm_sched_run(struct wm_sched *s)
+/* Runs the handlers of the `outcount` operations MPI_Testsome reported. */
+static void run_handlers(struct wm_sched *s, int outcount)
 {
-    while (s->active > 0) {
-        int outcount, rc;
-        /* MPI_Testsome and a yield rather than MPI_Waitsome: MPICH 5's
-         * MPI_Waitsome (and Waitany, Testsome, Test) loops never yield the CPU
-         * while its MPI_Wait does, so with more ranks than cores every step
-         * waited for a time slice (8 ranks on 2 cores, each exchanging 8 bytes
-         * with all: 16.5 ms against 0.9 ms; docs/benchmarks.md). */
-        rc = PMPI_Testsome(s->n, s->req, &outcount, s->done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            if (s->err == MPI_SUCCESS)
-                s->err = rc;
-            break;
-        }
-        if (outcount == MPI_UNDEFINED)
-            break;
-        if (outcount == 0) {
-            sched_yield();
-            continue;
-        }
-        s->active -= outcount;
-        /* Handlers may post (and so move the arrays): copy what they need first. */
-        struct wm_pending local[64];
-        for (int first = 0; first < outcount; first += 64) {
-            int m = outcount - first < 64 ? outcount - first : 64;
-            for (int i = 0; i < m; i++)
-                local[i] = s->pending[s->done[first + i]];
-            for (int i = 0; i < m; i++)
-                if (local[i].fn && s->err == MPI_SUCCESS) {
-                    rc = local[i].fn(s, local[i].arg, local[i].item);
-                    if (rc != MPI_SUCCESS && s->err == MPI_SUCCESS)
-                        s->err = rc;
-                }
-        }
-        if (s->err != MPI_SUCCESS)
-            break;
+    s->active -= outcount;
+    /* Handlers may post (and so move the arrays): copy what they need first. */
+    struct wm_pending local[64];
+    for (int first = 0; first < outcount; first += 64) {
+        int m = outcount - first < 64 ? outcount - first : 64;
+        for (int i = 0; i < m; i++)
+            local[i] = s->pending[s->done[first + i]];
+        for (int i = 0; i < m; i++)
+            if (local[i].fn && s->err == MPI_SUCCESS)
+                wm_sched_fail(s, local[i].fn(s, local[i].arg, local[i].item));
+    }
+}
+
+int wm_sched_step(struct wm_sched *s)
+{
+    if (s->active == 0 || s->err != MPI_SUCCESS)
+        return 1;
+    int outcount;
+    /* MPI_Testsome and a yield (wm_sched_run) rather than MPI_Waitsome:
+     * MPICH 5's MPI_Waitsome (and Waitany, Testsome, Test) loops never yield
+     * the CPU while its MPI_Wait does, so with more ranks than cores every
+     * step waited for a time slice (8 ranks on 2 cores, each exchanging 8
+     * bytes with all: 16.5 ms against 0.9 ms; docs/benchmarks.md). */
+    int rc = PMPI_Testsome(s->n, s->req, &outcount, s->done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS)
+        return wm_sched_fail(s, rc), 1;
+    if (outcount == MPI_UNDEFINED)
+        return 1;
+    s->completed = outcount;
+    if (outcount > 0) {
+        run_handlers(s, outcount);
         compact(s);
     }
-    int err = s->err;
+    return s->active == 0 || s->err != MPI_SUCCESS;
+}
+
+int wm_sched_end(struct wm_sched *s)
+{
+    int rc = s->err;
     free(s->req);
     free(s->pending);
     free(s->done);
     s->req = NULL;
     s->pending = NULL;
     s->done = NULL;
-    return err;
+    s->n = s->cap = s->active = 0;
+    if (s->end) {
+        wm_end_hook end = s->end;
+        s->end = NULL;
+        rc = end(s->end_state, rc);
+    }
+    return rc;
+}
+
+int wm_sched_run(struct wm_sched *s)
+{
+    while (!wm_sched_step(s))
+        if (s->completed == 0) {
+            if (wm_sched_idle)
+                wm_sched_idle();
+            sched_yield();
+        }
+    return wm_sched_end(s);
 }

@@ -89,6 +89,17 @@ static enum wm_rate_mode env_auto_off(const char *name)
     wm_fatal("%s=%s: expected auto or off", name, v);
 }
 
+/* One of two words: returns 0 for `first` (also unset), 1 for `second`. */
+static int env_choice(const char *name, const char *first, const char *second)
+{
+    const char *v = nonempty(name);
+    if (!v || !strcasecmp(v, first))
+        return 0;
+    if (!strcasecmp(v, second))
+        return 1;
+    wm_fatal("%s=%s: expected %s or %s", name, v, first, second);
+}
+
 static struct wm_settings settings;
 static int parsed;
 
@@ -115,6 +126,8 @@ const struct wm_settings *wm_settings(void)
     settings.alltoall_rate = env_rate_mode(WM_ENV_ALLTOALL_RATE);
     settings.allreduce_rate = env_auto_off(WM_ENV_ALLREDUCE_RATE);
     settings.matb_divisor = (int)env_integer(WM_ENV_MATB_DIVISOR, 1, 1, 64);
+    settings.nonblocking_ours = !env_choice(WM_ENV_NONBLOCKING, "ours", "mpi");
+    settings.progress_thread = env_choice(WM_ENV_PROGRESS, "calls", "thread");
     settings.stats = nonempty(WM_ENV_STATS);
     return &settings;
 }

@@ -68,6 +68,17 @@
                                                          found d = 2 better when receivers' switch
                                                          ports overflow. Default 1 */
 
+/* Nonblocking collectives (coll/nb.c, docs/nonblocking.md). */
+#define WM_ENV_NONBLOCKING    "WANMPI_NONBLOCKING"    /* "ours" (default: MPI_Ibcast, Iallreduce, ...
+                                                         run our schedules where the blocking call
+                                                         would run the multi-lane or scheduled
+                                                         algorithm) or "mpi" (the MPI's own, always) */
+#define WM_ENV_PROGRESS       "WANMPI_PROGRESS"       /* who advances them: "calls" (default: every
+                                                         MPI_Test/Wait*, blocking point-to-point and
+                                                         collective call) or "thread" (also a thread
+                                                         while the program computes; MPI_Init then
+                                                         asks for MPI_THREAD_MULTIPLE) */
+
 /* The node address of every MPI_COMM_WORLD rank, for WANMPI_UDP_PARAMS
  * (blast/udp_params.c): "10.1.0.1*2,10.2.0.1*2" = ranks 0-1 on 10.1.0.1,
  * ranks 2-3 on 10.2.0.1 (`wanmpi run` sets it from its placement). */
@@ -139,6 +150,8 @@ struct wm_settings {
     enum wm_rate_mode alltoall_rate;
     enum wm_rate_mode allreduce_rate;   /* WM_RATE_AUTO or WM_RATE_OFF */
     int matb_divisor;
+    int nonblocking_ours;       /* WANMPI_NONBLOCKING=ours */
+    int progress_thread;        /* WANMPI_PROGRESS=thread */
     const char *stats;
     int debug;
 };

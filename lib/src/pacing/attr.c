@@ -224,22 +224,6 @@ int MPI_Attr_delete(MPI_Comm comm, int keyval)
 
 #pragma GCC diagnostic pop
 
-int MPI_Init(int *argc, char ***argv)
-{
-    int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS)
-        wm_attr_init();
-    return rc;
-}
-
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
-{
-    int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS)
-        wm_attr_init();
-    return rc;
-}
-
 int wanmpi_set_senders(MPI_Comm comm, int n)
 {
     return wm_set_senders(comm, n);

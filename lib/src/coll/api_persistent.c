@@ -1,0 +1,129 @@
+/* The C bindings of the persistent collectives (persistent.h): MPI-4's
+ * MPI_<coll>_init where the MPI declares them (MPICH 5), Open MPI 4.1's
+ * MPIX_<coll>_init (its pcollreq extension, mpi-ext.h) there; and
+ * MPI_Start/MPI_Startall, which start ours and pass every other request on. */
+#include <mpi.h>
+
+#include "persistent.h"
+
+#ifdef OPEN_MPI
+#define INIT(name) MPIX_##name##_init
+/* mpi-ext.h declares them; programs include it, we declare what we define */
+int MPIX_Bcast_init(void *, int, MPI_Datatype, int, MPI_Comm, MPI_Info, MPI_Request *);
+int MPIX_Allreduce_init(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, MPI_Request *);
+int MPIX_Reduce_init(const void *, void *, int, MPI_Datatype, MPI_Op, int, MPI_Comm, MPI_Info, MPI_Request *);
+int MPIX_Reduce_scatter_block_init(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info,
+                                   MPI_Request *);
+int MPIX_Allgather_init(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm, MPI_Info,
+                        MPI_Request *);
+int MPIX_Allgatherv_init(const void *, int, MPI_Datatype, void *, const int[], const int[], MPI_Datatype, MPI_Comm,
+                         MPI_Info, MPI_Request *);
+int MPIX_Alltoall_init(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm, MPI_Info,
+                       MPI_Request *);
+int MPIX_Alltoallv_init(const void *, const int[], const int[], MPI_Datatype, void *, const int[], const int[],
+                        MPI_Datatype, MPI_Comm, MPI_Info, MPI_Request *);
+#else
+#define INIT(name) MPI_##name##_init
+#endif
+
+int INIT(Bcast)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
+                MPI_Request *request)
+{
+    (void)info;
+    struct wm_persist_args a = { .kind = WM_P_BCAST, .recvbuf = buf, .recvcount = count, .recvtype = type,
+                                 .root = root, .comm = comm };
+    return wm_persist_init(&a, request);
+}
+
+static int reduction(enum wm_persist_kind kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
+                     MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+{
+    struct wm_persist_args a = { .kind = kind, .sendbuf = sendbuf, .recvbuf = recvbuf, .recvcount = count,
+                                 .recvtype = type, .op = op, .root = root, .comm = comm };
+    return wm_persist_init(&a, request);
+}
+
+int INIT(Allreduce)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                    MPI_Info info, MPI_Request *request)
+{
+    (void)info;
+    return reduction(WM_P_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, request);
+}
+
+int INIT(Reduce)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                 MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    (void)info;
+    return reduction(WM_P_REDUCE, sendbuf, recvbuf, count, type, op, root, comm, request);
+}
+
+int INIT(Reduce_scatter_block)(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                               MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    (void)info;
+    return reduction(WM_P_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, request);
+}
+
+int INIT(Allgather)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    (void)info;
+    struct wm_persist_args a = { .kind = WM_P_ALLGATHER, .sendbuf = sendbuf, .sendcount = sendcount,
+                                 .sendtype = sendtype, .recvbuf = recvbuf, .recvcount = recvcount,
+                                 .recvtype = recvtype, .comm = comm };
+    return wm_persist_init(&a, request);
+}
+
+int INIT(Allgatherv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                     MPI_Request *request)
+{
+    (void)info;
+    struct wm_persist_args a = { .kind = WM_P_ALLGATHERV, .sendbuf = sendbuf, .sendcount = sendcount,
+                                 .sendtype = sendtype, .recvbuf = recvbuf, .recvcounts = recvcounts,
+                                 .rdispls = displs, .recvtype = recvtype, .comm = comm };
+    return wm_persist_init(&a, request);
+}
+
+int INIT(Alltoall)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    (void)info;
+    struct wm_persist_args a = { .kind = WM_P_ALLTOALL, .sendbuf = sendbuf, .sendcount = sendcount,
+                                 .sendtype = sendtype, .recvbuf = recvbuf, .recvcount = recvcount,
+                                 .recvtype = recvtype, .comm = comm };
+    return wm_persist_init(&a, request);
+}
+
+int INIT(Alltoallv)(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                    void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                    MPI_Info info, MPI_Request *request)
+{
+    (void)info;
+    struct wm_persist_args a = { .kind = WM_P_ALLTOALLV, .sendbuf = sendbuf, .sendcounts = sendcounts,
+                                 .sdispls = sdispls, .sendtype = sendtype, .recvbuf = recvbuf,
+                                 .recvcounts = recvcounts, .rdispls = rdispls, .recvtype = recvtype, .comm = comm };
+    return wm_persist_init(&a, request);
+}
+
+int MPI_Start(MPI_Request *request)
+{
+    int rc;
+    if (wm_persist_any() && request && wm_persist_start(request, &rc))
+        return rc;
+    return PMPI_Start(request);
+}
+
+int MPI_Startall(int count, MPI_Request requests[])
+{
+    if (!wm_persist_any())
+        return PMPI_Startall(count, requests);
+    for (int i = 0; i < count; i++) {
+        int rc;
+        if (!wm_persist_start(&requests[i], &rc))
+            rc = PMPI_Start(&requests[i]);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}

@@ -1,0 +1,247 @@
+/* The engine of the nonblocking collectives (nb.h). Every outstanding one
+ * is a `struct wm_nb` on one list, from MPI_I<coll> until the user's
+ * Wait/Test has completed its request (MPI then calls free_fn). A mutex
+ * guards the list: the progress thread and the program's threads may
+ * advance schedules at the same time. */
+#include "nb.h"
+#include "../common/log.h"
+#include "../common/settings.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct wm_nb {
+    struct wm_sched s;
+    struct wm_comm wc;          /* the user communicator's entry, with this call's tag range */
+    struct wm_comm *owner;      /* the entry itself (its nb_active) */
+    MPI_Comm comm;
+    MPI_Request request;
+    int ended, rc;
+    int freed;                  /* MPI has freed the request (free_fn) */
+    struct wm_nb *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static struct wm_nb *list;      /* every one whose request is live, oldest first */
+static int running;             /* of which not yet ended */
+
+/* Slots of tags: at least MIN_SLOTS of at most SPAN tags, else none. */
+#define SPAN        (1 << 20)
+#define MIN_SLOTS   256
+#define MIN_SPAN    1024
+
+/* Tags per call (0: no room for nonblocking calls of ours); *slots. */
+static int64_t span_of(const struct wm_comm *wc, int64_t *first, int64_t *slots)
+{
+    *first = (int64_t)wc->tag_ub + 1;
+    int64_t room = (int64_t)wc->mpi_tag_ub - *first + 1;
+    int64_t span = room / MIN_SLOTS < SPAN ? room / MIN_SLOTS : SPAN;
+    if (span < MIN_SPAN)
+        return 0;
+    *slots = room / span;
+    return span;
+}
+
+int wm_nb_room(const struct wm_comm *wc)
+{
+    int64_t first, slots;
+    return span_of(wc, &first, &slots) > 0;
+}
+
+struct wm_sched *wm_nb_begin(const struct wm_comm *wc, MPI_Comm comm, const struct wm_comm **nbwc)
+{
+    int64_t first, slots, span = span_of(wc, &first, &slots);
+    if (span == 0)
+        return NULL;
+    wm_sched_idle = wm_nb_progress;     /* blocking schedules advance ours while they wait */
+    struct wm_nb *nb = calloc(1, sizeof *nb);
+    if (!nb)
+        wm_fatal("out of memory (nonblocking collective)");
+    struct wm_comm *entry = (struct wm_comm *)wc;   /* the per-communicator counters */
+    int64_t slot = (int64_t)(entry->nb_calls++ % (unsigned)slots);
+    __atomic_add_fetch(&entry->nb_active, 1, __ATOMIC_ACQ_REL);
+    nb->owner = entry;
+    nb->wc = *wc;
+    nb->wc.tag_ub = (int)(span - 1);
+    nb->wc.next = NULL;
+    nb->comm = comm;
+    nb->request = MPI_REQUEST_NULL;
+    wm_sched_init(&nb->s, &nb->wc, (int)(first + slot * span));
+    *nbwc = &nb->wc;
+    return &nb->s;
+}
+
+/* ---- the generalized request ---- */
+
+static int query_fn(void *state, MPI_Status *status)
+{
+    struct wm_nb *nb = state;
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    return nb->rc;
+}
+
+/* After the user's Wait/Test completed the request (or at MPI_Finalize).
+ * MPI may hold its own lock here, and the progress thread takes ours before
+ * MPI's: so no lock here, only a mark; reap() frees it. */
+static int free_fn(void *state)
+{
+    struct wm_nb *nb = state;
+    __atomic_store_n(&nb->freed, 1, __ATOMIC_RELEASE);
+    return MPI_SUCCESS;
+}
+
+/* Under the lock: drops the entries whose requests MPI has freed. */
+static void reap(void)
+{
+    for (struct wm_nb **p = &list; *p;) {
+        struct wm_nb *nb = *p;
+        if (__atomic_load_n(&nb->freed, __ATOMIC_ACQUIRE)) {
+            *p = nb->next;
+            free(nb);
+        } else {
+            p = &nb->next;
+        }
+    }
+}
+
+/* Never reached: progress.c refuses MPI_Cancel of ours before the MPI sees it. */
+static int cancel_fn(void *state, int complete)
+{
+    (void)state; (void)complete;
+    return MPI_SUCCESS;
+}
+
+/* Under the lock: the schedule has ended; the request may complete. */
+static void end(struct wm_nb *nb)
+{
+    nb->rc = wm_sched_end(&nb->s);
+    nb->ended = 1;
+    running--;
+    __atomic_sub_fetch(&nb->owner->nb_active, 1, __ATOMIC_ACQ_REL);
+    if (nb->rc != MPI_SUCCESS)
+        wm_debug(1, "nonblocking collective failed: error %d", nb->rc);
+    PMPI_Grequest_complete(nb->request);
+}
+
+int wm_nb_submit(struct wm_sched *s, int rc, MPI_Request *request)
+{
+    struct wm_nb *nb = (struct wm_nb *)((char *)s - offsetof(struct wm_nb, s));
+    wm_sched_fail(s, rc);
+    int grc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, nb, &nb->request);
+    if (grc != MPI_SUCCESS) {
+        /* no request to give: finish here (a failed schedule ends at once) */
+        while (!wm_sched_step(s))
+            wm_nb_progress();
+        wm_sched_end(s);
+        __atomic_sub_fetch(&nb->owner->nb_active, 1, __ATOMIC_ACQ_REL);
+        free(nb);
+        return grc;
+    }
+    *request = nb->request;
+    pthread_mutex_lock(&lock);
+    reap();
+    struct wm_nb **tail = &list;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = nb;
+    running++;
+    if (wm_sched_step(s))       /* nothing to wait for (an empty message), or failed */
+        end(nb);
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
+    return MPI_SUCCESS;
+}
+
+int wm_nb_pending(void)
+{
+    return __atomic_load_n(&running, __ATOMIC_RELAXED) > 0;
+}
+
+void wm_nb_progress(void)
+{
+    if (!wm_nb_pending() || pthread_mutex_trylock(&lock) != 0)
+        return;                 /* nothing to do, or another thread is at it */
+    reap();
+    for (struct wm_nb *nb = list; nb; nb = nb->next)
+        if (!nb->ended && wm_sched_step(&nb->s))
+            end(nb);
+    pthread_mutex_unlock(&lock);
+}
+
+MPI_Comm wm_nb_owner(MPI_Request request)
+{
+    MPI_Comm comm = MPI_COMM_NULL;
+    if (request == MPI_REQUEST_NULL)
+        return comm;
+    pthread_mutex_lock(&lock);
+    for (struct wm_nb *nb = list; nb; nb = nb->next)
+        if (nb->request == request && !__atomic_load_n(&nb->freed, __ATOMIC_ACQUIRE))
+            comm = nb->comm;
+    pthread_mutex_unlock(&lock);
+    return comm;
+}
+
+/* ---- the progress thread (WANMPI_PROGRESS=thread) ---- */
+
+/* A WAN round trip is 2-60 ms: advancing every 200 us while anything is
+ * outstanding costs little CPU (docs/nonblocking.md). */
+#define THREAD_PERIOD_NS 200000
+
+static pthread_t thread;
+static int thread_on, stopping;
+
+static void *progress_loop(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    while (!stopping) {
+        if (running == 0) {
+            pthread_cond_wait(&wake, &lock);
+            continue;
+        }
+        pthread_mutex_unlock(&lock);
+        wm_nb_progress();
+        struct timespec t = { 0, THREAD_PERIOD_NS };
+        nanosleep(&t, NULL);
+        pthread_mutex_lock(&lock);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+void wm_nb_thread_start(void)
+{
+    int provided = MPI_THREAD_SINGLE;
+    if (!wm_settings()->progress_thread || thread_on)
+        return;
+    PMPI_Query_thread(&provided);
+    if (provided != MPI_THREAD_MULTIPLE) {
+        wm_debug(1, "WANMPI_PROGRESS=thread: the MPI gave thread level %d, not MPI_THREAD_MULTIPLE; "
+                    "nonblocking collectives advance inside MPI calls only", provided);
+        return;
+    }
+    if (pthread_create(&thread, NULL, progress_loop, NULL) != 0) {
+        wm_debug(1, "WANMPI_PROGRESS=thread: could not start the progress thread");
+        return;
+    }
+    thread_on = 1;
+}
+
+void wm_nb_thread_stop(void)
+{
+    if (!thread_on)
+        return;
+    pthread_mutex_lock(&lock);
+    stopping = 1;
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
+    pthread_join(thread, NULL);
+    thread_on = 0;
+}

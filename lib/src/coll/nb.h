@@ -1,0 +1,47 @@
+/* Nonblocking collectives of ours (docs/nonblocking.md): the same schedules
+ * as the blocking calls, started by MPI_Ibcast, MPI_Iallreduce, ... and
+ * advanced step by step until done. The user holds a generalized request
+ * (MPI_Grequest_start), which works in any MPI_Wait/Test* beside other
+ * requests; progress.c advances the schedules inside those calls (and in a
+ * thread with WANMPI_PROGRESS=thread).
+ *
+ * Tags: a nonblocking call runs on the communicator's shadow like a blocking
+ * one, but in the upper half of the tag space (cluster.h), cut into slots of
+ * `span` tags; the k-th nonblocking call of ours on a communicator takes slot
+ * k mod slots. Collectives start in the same order on every rank, so every
+ * rank picks the same slot, and calls outstanding at the same time never
+ * share tags unless `slots` (256 or more) of them are. */
+#ifndef WANMPI_NB_H
+#define WANMPI_NB_H
+
+#include <mpi.h>
+
+#include "cluster.h"
+#include "sched.h"
+
+/* Whether nonblocking calls of ours fit in this communicator's tag space
+ * (the same answer on every rank); else they go to the MPI's own. */
+int wm_nb_room(const struct wm_comm *wc);
+/* A schedule for a new nonblocking collective on wc (user communicator
+ * `comm`), and in *nbwc the communicator entry its algorithm must use (a
+ * copy with the call's tag range). NULL without wm_nb_room. */
+struct wm_sched *wm_nb_begin(const struct wm_comm *wc, MPI_Comm comm, const struct wm_comm **nbwc);
+/* Hands the schedule (filled by the algorithm; rc: what filling it
+ * returned) to the engine and gives the user its request. */
+int wm_nb_submit(struct wm_sched *s, int rc, MPI_Request *request);
+
+/* Advances every outstanding schedule once; cheap when there is none. */
+void wm_nb_progress(void);
+/* Whether any schedule is outstanding. */
+int wm_nb_pending(void);
+/* The user communicator of an active nonblocking collective of ours whose
+ * request this is (its request not yet completed by a Wait/Test), or
+ * MPI_COMM_NULL. */
+MPI_Comm wm_nb_owner(MPI_Request request);
+
+/* Starts the progress thread if WANMPI_PROGRESS=thread and the MPI runs
+ * MPI_THREAD_MULTIPLE; stops it (before MPI_Finalize). */
+void wm_nb_thread_start(void);
+void wm_nb_thread_stop(void);
+
+#endif

@@ -1,0 +1,162 @@
+/* Persistent collectives (persistent.h). Each one keeps its arguments; its
+ * MPI_Start calls the nonblocking form (wanmpi_internal.h), which runs ours
+ * or the MPI's own as a nonblocking call would, and remembers the round's
+ * request. Starts come in the same order on every rank (MPI-4.1, 6.13), so
+ * the choice and the tag slot of every round agree across ranks. */
+#include "persistent.h"
+#include "wanmpi_internal.h"
+#include "../common/log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct wm_persist {
+    MPI_Request handle;         /* what the user holds */
+    MPI_Request round;          /* the current round's request; MPI_REQUEST_NULL: inactive */
+    struct wm_persist_args a;
+    struct wm_persist *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct wm_persist *list;
+static int count;
+
+int wm_persist_any(void)
+{
+    return __atomic_load_n(&count, __ATOMIC_RELAXED) > 0;
+}
+
+/* Under the lock. */
+static struct wm_persist *find(MPI_Request handle)
+{
+    if (handle == MPI_REQUEST_NULL)
+        return NULL;
+    for (struct wm_persist *p = list; p; p = p->next)
+        if (p->handle == handle)
+            return p;
+    return NULL;
+}
+
+void wm_persist_map(int n, const MPI_Request *reqs, MPI_Request *mapped)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n; i++) {
+        struct wm_persist *p = find(reqs[i]);
+        mapped[i] = p ? p->round : reqs[i];
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void wm_persist_unmap(int n, MPI_Request *reqs, const MPI_Request *mapped)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n; i++) {
+        struct wm_persist *p = find(reqs[i]);
+        if (p)
+            p->round = mapped[i];       /* MPI_REQUEST_NULL once the round completed: inactive */
+        else
+            reqs[i] = mapped[i];
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static int start_round(const struct wm_persist_args *a, MPI_Request *round)
+{
+    switch (a->kind) {
+    case WM_P_BCAST: return wm_ibcast(a->recvbuf, a->recvcount, a->recvtype, a->root, a->comm, round);
+    case WM_P_ALLREDUCE:
+        return wm_iallreduce(a->sendbuf, a->recvbuf, a->recvcount, a->recvtype, a->op, a->comm, round);
+    case WM_P_REDUCE:
+        return wm_ireduce(a->sendbuf, a->recvbuf, a->recvcount, a->recvtype, a->op, a->root, a->comm, round);
+    case WM_P_REDUCE_SCATTER_BLOCK:
+        return wm_ireduce_scatter_block(a->sendbuf, a->recvbuf, a->recvcount, a->recvtype, a->op, a->comm, round);
+    case WM_P_ALLGATHER:
+        return wm_iallgather(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->recvcount, a->recvtype, a->comm,
+                             round);
+    case WM_P_ALLGATHERV:
+        return wm_iallgatherv(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->recvcounts, a->rdispls,
+                              a->recvtype, a->comm, round);
+    case WM_P_ALLTOALL:
+        return wm_ialltoall(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->recvcount, a->recvtype, a->comm,
+                            round);
+    case WM_P_ALLTOALLV:
+        return wm_ialltoallv(a->sendbuf, a->sendcounts, a->sdispls, a->sendtype, a->recvbuf, a->recvcounts,
+                             a->rdispls, a->recvtype, a->comm, round);
+    }
+    return MPI_ERR_INTERN;
+}
+
+static int refuse(MPI_Comm comm, const char *what)
+{
+    wm_warn("%s: erroneous (MPI-4.1, section 6.13); the request is unchanged", what);
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_REQUEST);
+    return MPI_ERR_REQUEST;
+}
+
+int wm_persist_start(MPI_Request *request, int *rc)
+{
+    pthread_mutex_lock(&lock);
+    struct wm_persist *p = find(*request);
+    int active = p && p->round != MPI_REQUEST_NULL;
+    pthread_mutex_unlock(&lock);
+    if (!p)
+        return 0;
+    if (active) {
+        *rc = refuse(p->a.comm, "MPI_Start of a persistent collective that is still active");
+        return 1;
+    }
+    MPI_Request round = MPI_REQUEST_NULL;
+    *rc = start_round(&p->a, &round);
+    pthread_mutex_lock(&lock);
+    p->round = round;
+    pthread_mutex_unlock(&lock);
+    return 1;
+}
+
+int wm_persist_free(MPI_Request *request, int *rc)
+{
+    pthread_mutex_lock(&lock);
+    struct wm_persist **at = &list;
+    while (*at && (*at)->handle != *request)
+        at = &(*at)->next;
+    struct wm_persist *p = *at;
+    if (p && p->round == MPI_REQUEST_NULL) {
+        *at = p->next;
+        count--;
+    }
+    pthread_mutex_unlock(&lock);
+    if (!p)
+        return 0;
+    if (p->round != MPI_REQUEST_NULL) {
+        *rc = refuse(p->a.comm, "MPI_Request_free of an active persistent collective");
+        return 1;
+    }
+    *rc = PMPI_Request_free(request);
+    free(p);
+    return 1;
+}
+
+int wm_persist_init(const struct wm_persist_args *a, MPI_Request *request)
+{
+    if (!request) {
+        PMPI_Comm_call_errhandler(a->comm, MPI_ERR_ARG);
+        return MPI_ERR_ARG;
+    }
+    struct wm_persist *p = calloc(1, sizeof *p);
+    if (!p)
+        wm_fatal("out of memory (persistent collective)");
+    p->a = *a;
+    p->round = MPI_REQUEST_NULL;
+    int rc = PMPI_Send_init(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, a->comm, &p->handle);
+    if (rc != MPI_SUCCESS) {
+        free(p);
+        return rc;
+    }
+    *request = p->handle;
+    pthread_mutex_lock(&lock);
+    p->next = list;
+    list = p;
+    count++;
+    pthread_mutex_unlock(&lock);
+    return MPI_SUCCESS;
+}

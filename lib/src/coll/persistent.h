@@ -1,0 +1,49 @@
+/* Persistent collectives of ours (MPI-4 MPI_Bcast_init, ...; Open MPI 4.1's
+ * MPIX_*_init): every MPI_Start runs the nonblocking call (api.c chooses,
+ * nb.c runs) and the user's request stands for the current round.
+ *
+ * The user's handle is a real persistent request of the MPI (a send to
+ * MPI_PROC_NULL, never started): the completion calls map it to the request
+ * of its round before they call the MPI (progress.c), and should it reach
+ * the MPI unmapped, the MPI sees an inactive persistent request, which is
+ * what an idle persistent collective is. */
+#ifndef WANMPI_PERSISTENT_H
+#define WANMPI_PERSISTENT_H
+
+#include <mpi.h>
+
+enum wm_persist_kind { WM_P_BCAST, WM_P_ALLREDUCE, WM_P_REDUCE, WM_P_REDUCE_SCATTER_BLOCK, WM_P_ALLGATHER,
+                       WM_P_ALLGATHERV, WM_P_ALLTOALL, WM_P_ALLTOALLV };
+
+/* The arguments of MPI_<kind>_init, kept for every start (a broadcast's
+ * buffer, count and type are the receive ones). */
+struct wm_persist_args {
+    enum wm_persist_kind kind;
+    const void *sendbuf;
+    void *recvbuf;
+    int sendcount, recvcount, root;
+    const int *sendcounts, *sdispls, *recvcounts, *rdispls;
+    MPI_Datatype sendtype, recvtype;
+    MPI_Op op;
+    MPI_Comm comm;
+};
+
+/* MPI_<kind>_init: the user's handle in *request. */
+int wm_persist_init(const struct wm_persist_args *a, MPI_Request *request);
+
+/* Whether any persistent collective of ours exists (cheap). */
+int wm_persist_any(void);
+
+/* The requests the MPI must see for reqs[0..n): each of ours replaced by
+ * its round's request (MPI_REQUEST_NULL when inactive). */
+void wm_persist_map(int n, const MPI_Request *reqs, MPI_Request *mapped);
+/* After the MPI updated `mapped`: ours whose round completed become
+ * inactive and keep their handle; the others take what the MPI left. */
+void wm_persist_unmap(int n, MPI_Request *reqs, const MPI_Request *mapped);
+
+/* MPI_Start of one of ours: 1 and *rc if it is ours, else 0. */
+int wm_persist_start(MPI_Request *request, int *rc);
+/* MPI_Request_free of one of ours: 1 and *rc if it is ours, else 0. */
+int wm_persist_free(MPI_Request *request, int *rc);
+
+#endif
