@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
 
 from .. import units
-from ..bench import coll, flap, kernels, links, pacing, rbudp, relay, report, suite, vpn, wanem
+from ..bench import coll, flap, kernels, links, overlap, pacing, rbudp, relay, report, suite, vpn, wanem
 from ..job import launch
 from .options import (CliError, checked_rules, count, delays_ms, names, positive, quantity, ranks, rules_option,
                       size_between, topology_for, topology_option)
@@ -20,7 +21,7 @@ def register(commands) -> None:
     bench = commands.add_parser("bench", help="measure the testbed and wanmpi")
     suites = bench.add_subparsers(metavar="SUITE", required=True)
     for add in (register_net, register_emulator, register_coll, register_pacing, register_relay, register_rbudp,
-                register_vpn, register_flap, register_suite, register_report):
+                register_vpn, register_flap, register_overlap, register_suite, register_report):
         add(suites)
 
 
@@ -161,6 +162,60 @@ def cmd_bench_flap(args) -> int:
     timeout = args.timeout or flap.LEAD_S + max(args.cuts) + flap.AFTER_S + 120
     return flap.run(topology_for(args), args.cuts, args.variants, args.mpis, args.reps, args.json, timeout,
                     monitor=args.monitor, step_bytes=args.bytes)
+
+
+# ---- bench overlap ----------------------------------------------------------------
+def collective(text: str) -> str:
+    """--coll: one nonblocking collective of bench/overlap.c."""
+    if text not in overlap.COLLECTIVES:
+        raise CliError(f"--coll: unknown collective {text!r} (choose from {', '.join(overlap.COLLECTIVES)})")
+    return text
+
+
+def milliseconds(option: str, high: float) -> Callable[[str], float]:
+    """A duration in ms from 0 to `high` ('10', '0.5')."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise CliError(f"{option}: expected milliseconds, e.g. 10, got {text!r}") from None
+        if not 0 <= value <= high:
+            raise CliError(f"{option}: {value:g} ms is outside [0, {high:g}]")
+        return value
+    return parse
+
+
+def register_overlap(suites) -> None:
+    p = suites.add_parser("overlap", help="how much of a nonblocking collective's WAN time a computation hides: "
+                          "the MPI's own, and libwanmpi's with MPI_Test or a progress thread")
+    topology_option(p)
+    p.add_argument("--variants", type=names("--variants", overlap.VARIANTS, unique=True),
+                   default=",".join(overlap.VARIANTS),
+                   help="comma-separated subset of: mpi (the MPI alone), wanmpi-test (libwanmpi, MPI_Test between "
+                        "compute slices), wanmpi-thread (libwanmpi, WANMPI_PROGRESS=thread, no MPI_Test) "
+                        "(default: all)")
+    p.add_argument("--mpis", "--mpi", dest="mpis", type=names("--mpis", list(launch.Launcher.registry), unique=True),
+                   default=",".join(launch.Launcher.registry),
+                   help="comma-separated subset of: " + ", ".join(launch.Launcher.registry) + " (default: both)")
+    p.add_argument("--delay", type=milliseconds("--delay", 1000), default="10",
+                   help="one-way WAN delay in ms (default: 10)")
+    p.add_argument("--coll", type=collective, default="iallreduce",
+                   help=f"the collective, one of: {', '.join(overlap.COLLECTIVES)} (default: iallreduce)")
+    p.add_argument("--bytes", type=size_between("--bytes", 8, 256 << 20, "8 bytes and 256 MiB"), default="8MiB",
+                   help="message size (ialltoall, iallgather: a rank's whole receive buffer) (default: 8MiB)")
+    p.add_argument("--reps", type=count("--reps", 1), default=5,
+                   help="repetitions inside each job; median and minimum shown (default: 5)")
+    p.add_argument("--test-every", type=milliseconds("--test-every", 1000), default="1",
+                   help="ms of compute between MPI_Test calls of the mpi and wanmpi-test variants; 0: never "
+                        "(default: 1)")
+    p.add_argument("--timeout", type=positive("--timeout"), default=600, help="per job, seconds (default: 600)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.set_defaults(handler=cmd_bench_overlap)
+
+
+def cmd_bench_overlap(args) -> int:
+    return overlap.run(topology_for(args), args.variants, args.mpis, args.delay, args.coll, args.bytes, args.reps,
+                       args.test_every, args.json, args.timeout)
 
 
 # ---- bench pacing ----------------------------------------------------------------
