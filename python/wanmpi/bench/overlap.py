@@ -8,9 +8,11 @@ take about as long (t_comp), and both together, the collective started first
 and waited for after the compute (t_total), in every repetition;
 hidden = (t_comp + t_comm - t_total) / t_comm, from the medians and from the
 minima (1: all of the communication hidden; 0: none; below 0: overlapping
-costs more than it hides). The table also shows what was left for the
-final MPI_Wait (the slowest rank's time in it) and rank 0's MPI_Test calls,
-medians of the repetitions. Every result of every repetition is checked
+costs more than it hides). The table also shows when rank 0's MPI_Test
+first saw the collective done (from its start; beside t_comm it tells a
+collective that progressed during the compute from one that waited for
+MPI_Wait; "-": none did), what was left for the final MPI_Wait (the slowest
+rank's time in it) and rank 0's MPI_Test calls, medians of the repetitions. Every result of every repetition is checked
 exactly by the program; a job that prints no checked result fails its case.
 
 Variants:
@@ -89,6 +91,8 @@ def summarize(records: list[Record]) -> list[dict]:
                "ranks": ms[0]["ranks"], "thread_level": ms[0]["thread_level"],
                "tests": statistics.median(rep["tests"] for m in ms for rep in m["repetitions"]),
                "wait_s": statistics.median(rep["wait_s"] for m in ms for rep in m["repetitions"])}
+        seen = [rep["done_s"] for m in ms for rep in m["repetitions"] if rep.get("done_s") is not None]
+        row["done_s"] = statistics.median(seen) if seen else None
         row.update({k: statistics.median(m[k] for m in ms) for k in keys})
         out.append(row)
     return out
@@ -101,12 +105,13 @@ def print_table(summary: list[dict], delay_ms: float) -> None:
     print(f"\n{first['coll']} of {first['bytes']} B on {first['ranks']} ranks, one-way delay {delay_ms:g} ms: "
           "seconds, median (min) of the repetitions; hidden = (comp + comm - total) / comm\n")
     print(markdown_table(
-        ["variant", "MPI", "t_comm, s", "t_comp, s", "t_total, s", "hidden, %", "in the last MPI_Wait, s",
-         "MPI_Test calls", "thread level"],
+        ["variant", "MPI", "t_comm, s", "t_comp, s", "t_total, s", "hidden, %", "seen done at, s",
+         "in the last MPI_Wait, s", "MPI_Test calls", "thread level"],
         [[s["variant"], s["mpi"], f"{s['t_comm_median_s']:.3f} ({s['t_comm_min_s']:.3f})",
           f"{s['t_comp_median_s']:.3f} ({s['t_comp_min_s']:.3f})",
           f"{s['t_total_median_s']:.3f} ({s['t_total_min_s']:.3f})",
-          f"{100 * s['hidden_median']:.1f} ({100 * s['hidden_min']:.1f})", f"{s['wait_s']:.3f}", f"{s['tests']:g}",
+          f"{100 * s['hidden_median']:.1f} ({100 * s['hidden_min']:.1f})",
+          None if s["done_s"] is None else f"{s['done_s']:.3f}", f"{s['wait_s']:.3f}", f"{s['tests']:g}",
           s["thread_level"]]
          for s in summary]))
 
