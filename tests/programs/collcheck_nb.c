@@ -15,8 +15,9 @@
  * (the groups of a split run a different number of roots). In 3 cases of
  * 8 (never for a barrier), a second nonblocking collective on the same
  * communicator or on a duplicate of it (an MPI_Iallreduce or MPI_Ibcast of
- * a few known integers, or an MPI_Ibarrier) starts right after the case's,
- * and the two complete in reverse order. Checked besides collcheck's usual:
+ * 1-16 or 20000-150000 known integers, or an MPI_Ibarrier) starts right
+ * after the case's, and the two complete in reverse order. Every
+ * communicator first gets one blocking MPI_Allreduce (nb_setup). Checked besides collcheck's usual:
  * a started collective returns a request, every completion call leaves
  * MPI_REQUEST_NULL behind (MPI_Request_get_status does not), an
  * any/some loop returns each request once and then MPI_UNDEFINED, the ring
@@ -54,30 +55,47 @@ static const char *nb2_name[] = {"-", "MPI_Iallreduce", "MPI_Ibcast", "MPI_Ibarr
 
 #define NB_TAG 0x4e42 /* the ring's tag */
 #define NB_RING_MAX 3000
-#define NB2_MAX 16
 #define NB_RING_CANARY 0xa5a5a5a5u
 
 static MPI_Comm nb_dup[NCOMM]; /* a duplicate of each communicator, for the second collective */
+static int *nb2_in, *nb2_out;  /* the second collective's buffers */
 
 static struct {
     const ccase *c;
     MPI_Comm comm;
     int root;
     MPI_Request req;   /* the case's request: the I-variant writes it */
-    int mode, second, second_dup, second_wait, nring, nullslot;
+    int mode, second, second_dup, second_wait, n2, nring, nullslot;
     uint64_t order;    /* order of the requests in a mixed completion */
     double t_done;     /* when the case's collective was seen complete */
     char call[160];    /* the call that returned an error */
 } nb;
 
+/* The duplicates, and one blocking MPI_Allreduce through its MPI_ name on
+ * every communicator, as a program would have had: libwanmpi builds a
+ * communicator's cluster map in a blocking collective (never in a
+ * nonblocking one, which must not wait for other ranks) and sends the
+ * nonblocking calls on a communicator without one to the MPI's own. */
 static void nb_setup(void)
 {
     for (int k = 0; k < NCOMM; k++)
         MPI_Comm_dup(comms[k], &nb_dup[k]);
+    for (int k = 0; k < 2 * NCOMM; k++) {
+        MPI_Comm comm = k < NCOMM ? comms[k] : nb_dup[k - NCOMM];
+        int one = 1, n = 0, cs, rc = MPI_Allreduce(&one, &n, 1, MPI_INT, MPI_SUM, comm);
+        MPI_Comm_size(comm, &cs);
+        if (rc != MPI_SUCCESS || n != cs) {
+            fprintf(stderr, "collcheck: the first MPI_Allreduce on %s%s returned %d and %d, expected %d\n",
+                    k < NCOMM ? "" : "a duplicate of ", comm_name[k % NCOMM], rc, n, cs);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
 }
 
 static void nb_teardown(void)
 {
+    free(nb2_in);
+    free(nb2_out);
     for (int k = 0; k < NCOMM; k++)
         MPI_Comm_free(&nb_dup[k]);
 }
@@ -101,6 +119,8 @@ static void nb_plan(const ccase *c, MPI_Comm comm, int root)
               : s < 2 ? NB2_ALLREDUCE : s == 2 ? NB2_BCAST : s == 3 ? NB2_BARRIER : NB2_NONE;
     nb.second_dup = (int)((h >> 11) & 1);
     nb.second_wait = (int)((h >> 12) & 1);
+    /* a few integers (the MPI's own in libwanmpi), or enough for a schedule of its own */
+    nb.n2 = (h >> 40) & 1 ? 1 + (int)((h >> 41) % 16) : 20000 + (int)((h >> 41) % 130000);
     nb.nring = ((h >> 13) & 7) == 0 ? 0 : 1 + (int)((h >> 16) % NB_RING_MAX);
     nb.nullslot = (int)((h >> 30) & 1);
     nb.order = h >> 32;
@@ -109,13 +129,17 @@ static void nb_plan(const ccase *c, MPI_Comm comm, int root)
 static void nb_describe(char *out, size_t n)
 {
     int mixed = nb.mode >= NB_MIXED;
-    snprintf(out, n, "; nonblocking: %s completed by %s%s%s%s%s%s", coll_impi[nb.c->coll], nb_mode_name[nb.mode],
+    char second[160] = "";
+    if (nb.second == NB2_BARRIER)
+        snprintf(second, sizeof second, ", after a second collective (MPI_Ibarrier on %s) completed first",
+                 nb.second_dup ? "a duplicate of the communicator" : "the same communicator");
+    else if (nb.second)
+        snprintf(second, sizeof second, ", after a second collective (%s of %d MPI_INT on %s) completed first",
+                 nb2_name[nb.second], nb.n2, nb.second_dup ? "a duplicate of the communicator" : "the same communicator");
+    snprintf(out, n, "; nonblocking: %s completed by %s%s%s%s", coll_impi[nb.c->coll], nb_mode_name[nb.mode],
              mixed ? (nb.c->sweep ? " with a ring exchange on the case's communicator"
                                   : " with a ring exchange on MPI_COMM_WORLD") : "",
-             mixed && nb.nullslot ? " and an MPI_REQUEST_NULL" : "",
-             nb.second ? ", after a second collective (" : "", nb.second ? nb2_name[nb.second] : "",
-             !nb.second ? "" : nb.second_dup ? " on a duplicate of the communicator) completed first"
-                                             : " on the same communicator) completed first");
+             mixed && nb.nullslot ? " and an MPI_REQUEST_NULL" : "", second);
 }
 
 static void nb_pause(long *polls)
@@ -126,10 +150,8 @@ static void nb_pause(long *polls)
 
 /* ---------- the second collective ---------- */
 
-static int nb2_in[NB2_MAX], nb2_out[NB2_MAX];
-
-static int nb2_val(int r, int k) { return (nb.c->idx % 1000 + 1) * 1000 + r * 37 + k; }
-static int nb2_count(void) { return 1 + (int)(nb.c->dseed % NB2_MAX); }
+static int nb2_val(int r, int k) { return (nb.c->idx % 1000 + 1) * 1000 + r * 37 + k % 100000; }
+static int nb2_count(void) { return nb.n2; }
 static MPI_Comm nb2_comm(void) { return nb.second_dup ? nb_dup[nb.c->comm] : nb.comm; }
 
 static int nb2_start(MPI_Request *r2)
@@ -139,6 +161,8 @@ static int nb2_start(MPI_Request *r2)
     MPI_Comm_rank(comm, &cr);
     MPI_Comm_size(comm, &cs);
     int root2 = (nb.root + 1) % cs;
+    nb2_in = realloc(nb2_in, sizeof(int) * (size_t)n);
+    nb2_out = realloc(nb2_out, sizeof(int) * (size_t)n);
     for (int k = 0; k < n; k++) {
         nb2_in[k] = nb2_val(cr, k);
         nb2_out[k] = nb.second == NB2_BCAST && cr == root2 ? nb2_val(-1, k) : -1;
@@ -158,10 +182,8 @@ static void nb2_check(outcome *o)
     if (nb.second == NB2_BARRIER) return;
     for (int k = 0; k < n && !o->err[0]; k++) {
         int want = nb2_val(-1, k);
-        if (nb.second == NB2_ALLREDUCE) {
-            want = 0;
-            for (int r = 0; r < cs; r++) want += nb2_val(r, k);
-        }
+        if (nb.second == NB2_ALLREDUCE) /* sum over r of nb2_val(r, k) */
+            want = cs * nb2_val(0, k) + 37 * (cs * (cs - 1) / 2);
         if (nb2_out[k] != want)
             snprintf(o->err, sizeof o->err, "the second collective, %s of %d MPI_INT, gave %d at index %d, "
                      "expected %d", nb2_name[nb.second], n, nb2_out[k], k, want);
