@@ -175,6 +175,16 @@ static enum wm_alg nonblocking(enum wm_alg alg, MPI_Request *request)
     return !request || alg == WM_ALG_MULTILANE || alg == WM_ALG_SCHEDULED ? alg : WM_ALG_MPI;
 }
 
+/* The MPI's own nonblocking call put its request in *request: with
+ * nonblocking calls of ours on, the engine holds it (nb.h, wm_nb_adopt). */
+static int adopt(int rc, MPI_Comm comm, MPI_Request *request)
+{
+    const struct wm_settings *s = wm_settings();
+    if (rc != MPI_SUCCESS || s->disabled || !s->nonblocking_ours)
+        return rc;
+    return wm_nb_adopt(comm, *request, request);
+}
+
 /* What a collective that is not ours records: its time, or nothing for a
  * nonblocking one (the time is the MPI's, not the call's). */
 static void record(enum wm_coll c, enum wm_alg alg, double bytes, double t0, MPI_Request *request)
@@ -201,7 +211,8 @@ static int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm com
     else if (alg == WM_ALG_SINGLELANE)
         rc = wm_bcast_singlelane(wc, buf, count, type, root);
     else
-        rc = request ? PMPI_Ibcast(buf, count, type, root, comm, request) : PMPI_Bcast(buf, count, type, root, comm);
+        rc = request ? adopt(PMPI_Ibcast(buf, count, type, root, comm, request), comm, request)
+                     : PMPI_Bcast(buf, count, type, root, comm);
     record(WM_BCAST, alg, bytes, t0, request);
     return rc;
 }
@@ -242,13 +253,14 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
     else if (alg == WM_ALG_SINGLELANE)
         rc = wm_reduce_singlelane(wc, sendbuf, recvbuf, count, type, op, mode, root);
     else if (mode == WM_TO_ALL)
-        rc = request ? PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request)
+        rc = request ? adopt(PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request), comm, request)
                      : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     else if (mode == WM_TO_ROOT)
-        rc = request ? PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request)
+        rc = request ? adopt(PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request), comm, request)
                      : PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     else
-        rc = request ? PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, type, op, comm, request)
+        rc = request ? adopt(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, type, op, comm, request), comm,
+                             request)
                      : PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm);
     record(coll, alg, bytes, t0, request);
     return rc;
@@ -337,7 +349,8 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
                             request);
         free(counts);
     } else {
-        rc = request ? PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+        rc = request ? adopt(PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                             request), comm, request)
                      : PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
     record(WM_ALLGATHER, alg, bytes, t0, request);
@@ -383,7 +396,8 @@ static int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
         rc = allgatherv_run(wc, comm, alg, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                             request);
     else if (request)
-        rc = PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+        rc = adopt(PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+                                    request), comm, request);
     else
         rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     record(WM_ALLGATHERV, alg, bytes, t0, request);
@@ -588,6 +602,12 @@ int wm_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
     return scan(WM_EXSCAN, sendbuf, recvbuf, count, type, op, comm);
 }
 
+/* The MPI's own (a WAN barrier is one round trip either way), held like ours. */
+int wm_ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+    return adopt(PMPI_Ibarrier(comm, request), comm, request);
+}
+
 int wm_barrier_call(MPI_Comm comm)
 {
     double t0 = PMPI_Wtime();
@@ -640,7 +660,8 @@ static int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, v
         alg = WM_ALG_PACED;         /* the schedule needs a separate send buffer */
     alg = nonblocking(alg, request);
     if (alg == WM_ALG_MPI)
-        rc = request ? PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+        rc = request ? adopt(PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                            request), comm, request)
                      : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     else if (request)
         SCHEDULE(rc, wc, comm, request, wm_alltoall_scheduled, sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -691,8 +712,8 @@ static int alltoallv(const void *sendbuf, const int *sendcounts, const int *sdis
         for (int p = 0; p < wc->size; p++)
             bytes += (double)recvcounts[p] * rsize;
     if (alg == WM_ALG_MPI && request)
-        rc = PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                             comm, request);
+        rc = adopt(PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                                   recvtype, comm, request), comm, request);
     else if (alg == WM_ALG_MPI)
         rc = PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
                             comm);

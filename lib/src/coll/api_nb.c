@@ -52,3 +52,8 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispl
     return wm_ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                          request);
 }
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+    return wm_ibarrier(comm, request);
+}

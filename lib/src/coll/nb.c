@@ -16,7 +16,7 @@
 struct wm_nb {
     struct wm_sched s;
     struct wm_comm wc;          /* the user communicator's entry, with this call's tag range */
-    struct wm_comm *owner;      /* the entry itself (its nb_active) */
+    struct wm_comm *owner;      /* the entry itself (its nb_active); NULL: the MPI's own call */
     MPI_Comm comm;
     MPI_Request request;
     int ended, rc;
@@ -75,6 +75,20 @@ struct wm_sched *wm_nb_begin(const struct wm_comm *wc, MPI_Comm comm, const stru
     return &nb->s;
 }
 
+int wm_nb_adopt(MPI_Comm comm, MPI_Request inner, MPI_Request *request)
+{
+    struct wm_nb *nb = calloc(1, sizeof *nb);
+    if (!nb)
+        wm_fatal("out of memory (nonblocking collective)");
+    nb->comm = comm;
+    nb->request = MPI_REQUEST_NULL;
+    nb->s.err = MPI_SUCCESS;
+    wm_sched_adopt(&nb->s, inner);
+    *request = inner;
+    int rc = wm_nb_submit(&nb->s, MPI_SUCCESS, request);
+    return rc;
+}
+
 /* ---- the generalized request ---- */
 
 static int query_fn(void *state, MPI_Status *status)
@@ -124,7 +138,8 @@ static void end(struct wm_nb *nb)
     nb->rc = wm_sched_end(&nb->s);
     nb->ended = 1;
     running--;
-    __atomic_sub_fetch(&nb->owner->nb_active, 1, __ATOMIC_ACQ_REL);
+    if (nb->owner)
+        __atomic_sub_fetch(&nb->owner->nb_active, 1, __ATOMIC_ACQ_REL);
     if (nb->rc != MPI_SUCCESS)
         wm_debug(1, "nonblocking collective failed: error %d", nb->rc);
     PMPI_Grequest_complete(nb->request);
@@ -136,11 +151,17 @@ int wm_nb_submit(struct wm_sched *s, int rc, MPI_Request *request)
     wm_sched_fail(s, rc);
     int grc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, nb, &nb->request);
     if (grc != MPI_SUCCESS) {
+        if (!nb->owner) {       /* adopted: the user keeps the MPI's request (*request) */
+            wm_sched_end(s);
+            free(nb);
+            return MPI_SUCCESS;
+        }
         /* no request to give: finish here (a failed schedule ends at once) */
         while (!wm_sched_step(s))
             wm_nb_progress();
         wm_sched_end(s);
-        __atomic_sub_fetch(&nb->owner->nb_active, 1, __ATOMIC_ACQ_REL);
+        if (nb->owner)
+            __atomic_sub_fetch(&nb->owner->nb_active, 1, __ATOMIC_ACQ_REL);
         free(nb);
         return grc;
     }

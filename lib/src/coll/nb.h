@@ -30,6 +30,12 @@ struct wm_sched *wm_nb_begin(const struct wm_comm *wc, MPI_Comm comm, const stru
  * returned) to the engine and gives the user its request. */
 int wm_nb_submit(struct wm_sched *s, int rc, MPI_Request *request);
 
+/* The MPI's own nonblocking collective on `comm`, started with request
+ * `inner`, held by the engine like ours: *request becomes a request of ours
+ * (so MPI_Request_free and MPI_Cancel are refused alike, and the progress
+ * thread advances it too). If that fails, *request is `inner`. */
+int wm_nb_adopt(MPI_Comm comm, MPI_Request inner, MPI_Request *request);
+
 /* Advances every outstanding schedule once; cheap when there is none. */
 void wm_nb_progress(void);
 /* Whether any schedule is outstanding. */

@@ -76,6 +76,14 @@ int wm_sched_send(struct wm_sched *s, const void *buf, int count, MPI_Datatype t
                item);
 }
 
+int wm_sched_adopt(struct wm_sched *s, MPI_Request request)
+{
+    if (s->err != MPI_SUCCESS || !grow(s))
+        return s->err;
+    s->req[s->n] = request;
+    return add(s, MPI_SUCCESS, NULL, NULL, 0);
+}
+
 int wm_sched_recv(struct wm_sched *s, void *buf, int count, MPI_Datatype type, int source,
                   int tag, wm_handler fn, void *arg, long item)
 {

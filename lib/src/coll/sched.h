@@ -48,6 +48,8 @@ int wm_sched_send(struct wm_sched *s, const void *buf, int count, MPI_Datatype t
                   int tag, wm_handler fn, void *arg, long item);
 int wm_sched_recv(struct wm_sched *s, void *buf, int count, MPI_Datatype type, int source,
                   int tag, wm_handler fn, void *arg, long item);
+/* Takes a request started elsewhere (the MPI's own nonblocking collective). */
+int wm_sched_adopt(struct wm_sched *s, MPI_Request request);
 /* `end` runs once, when the schedule has ended (also after an error). */
 void wm_sched_at_end(struct wm_sched *s, wm_end_hook end, void *state);
 /* Marks the schedule failed with rc (no-op for MPI_SUCCESS); returns rc. */

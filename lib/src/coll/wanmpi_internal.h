@@ -46,6 +46,7 @@ int wm_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
                    MPI_Request *request);
 int wm_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+int wm_ibarrier(MPI_Comm comm, MPI_Request *request);
 int wm_ialltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
                   void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm,
                   MPI_Request *request);
