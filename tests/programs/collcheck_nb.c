@@ -24,8 +24,10 @@
  * payload and its status, the second collective's result. The PMPI_ side
  * stays the blocking call: the reference.
  *
- * --request-errors: on several communicators, for an active MPI_Iallreduce,
- * MPI_Ibcast and MPI_Ibarrier, MPI_Request_free and then MPI_Cancel must
+ * --request-errors: on several communicators (after one blocking
+ * MPI_Allreduce each), for an active MPI_Iallreduce and MPI_Ibcast of 1000
+ * and of 100000 integers and an MPI_Ibarrier, MPI_Request_free and then
+ * MPI_Cancel (and MPI_Cancel alone, on another such request) must
  * fail with error class MPI_ERR_REQUEST (MPI_ERRORS_RETURN on
  * MPI_COMM_WORLD and on the communicator), leave the request as it was, and
  * MPI_Wait must then complete it, not cancelled, with the right result.
@@ -496,13 +498,12 @@ static int req_wait(int kind, MPI_Comm comm, MPI_Request *req, const int *out, i
  * then MPI_Cancel, then MPI_Wait (if the free was refused); the second gets
  * MPI_Cancel, then MPI_Wait. The same calls on every rank, whatever the MPI
  * answers: a request the MPI let free keeps its buffers (leaked). */
-static void request_error_one(int kind, int k, int expect, char *seen, size_t nseen)
+static void request_error_one(int kind, int n, int k, int expect, char *seen, size_t nseen)
 {
     MPI_Comm comm = comms[k];
-    int n = 1000;
     int *buf = malloc(sizeof(int) * 4 * (size_t)n); /* in, out of each request */
     char what[200], f[160], c1[160] = "not called", w1[160] = "not called", c2[160], w2[160];
-    snprintf(what, sizeof what, "%s on %s", req_kind_name[kind], comm_name[k]);
+    snprintf(what, sizeof what, "%s of %d MPI_INT on %s", req_kind_name[kind], kind < 2 ? n : 0, comm_name[k]);
     MPI_Request r1 = req_start(kind, comm, buf, buf + n, n, what), saved = r1;
     MPI_Request r2 = req_start(kind, comm, buf + 2 * n, buf + 3 * n, n, what);
     int rf = MPI_Request_free(&r1), rc1 = MPI_SUCCESS, bad1 = 0, cls_f = 0, cls_1 = 0, cls_2 = 0;
@@ -545,8 +546,10 @@ static void request_errors(void)
     int checks = 0;
     for (size_t w = 0; w < sizeof which / sizeof *which; w++) {
         PMPI_Comm_set_errhandler(comms[which[w]], MPI_ERRORS_RETURN);
-        for (int kind = 0; kind < 3; kind++, checks++)
-            request_error_one(kind, which[w], expect, seen, sizeof seen);
+        int one = 1, sum = 0; /* a blocking collective first, so that libwanmpi may run its own (nb_setup) */
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comms[which[w]]);
+        for (int kind = 0; kind < 5; kind++, checks++) /* small and large Iallreduce and Ibcast, Ibarrier */
+            request_error_one(kind / 2, kind % 2 ? 100000 : 1000, which[w], expect, seen, sizeof seen);
     }
     int bad = failed != 0, nbad = 0, lowest, first;
     PMPI_Allreduce(&bad, &nbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
