@@ -104,6 +104,22 @@ def test_active_nonblocking_collective_refuses_free_and_cancel(two_clusters, mpi
 
 
 @pytest.mark.parametrize("mpi", MPIS)
+def test_persistent_collectives_are_exact(two_clusters, mpi):
+    """tests/programs/persistcheck: every persistent collective libwanmpi
+    takes (MPI_<coll>_init; Open MPI's MPIX_<coll>_init), small (the MPI's
+    own each round) and 200,000 ints (our schedules), on MPI_COMM_WORLD and a
+    split, started three times with new input each, completed by
+    MPI_Waitall, a Testall loop or a Waitany loop: exact results, the
+    requests stay allocated; MPI_Request_free and MPI_Start of an active one
+    are refused with MPI_ERR_REQUEST (docs/nonblocking.md)."""
+    done = run(mpi, "persistcheck", map="interleave", env=["WANMPI_EXPECT_REQUEST_ERRORS=1", "WANMPI_DEBUG=1"],
+               timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "persistcheck: 12 rounds ok" in done.stdout
+    assert "nonblocking wm_reduce_multilane: ours" in done.stderr     # the large rounds took our schedules
+
+
+@pytest.mark.parametrize("mpi", MPIS)
 def test_single_lane_and_tiny_chunks_are_exact(two_clusters, mpi):
     """The baseline algorithms, and the pipeline cut into 1 KB chunks (many
     pieces in flight, counts never divisible by the chunk)."""
