@@ -12,7 +12,10 @@
  * 3 if it is wrong). --budget stops repeating a size once its iterations have
  * taken that long (at least one timed iteration always runs).
  * Operations: bcast, allreduce, reduce, allgather, allgatherv, reduce_scatter_block,
- * barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv, scan, exscan.
+ * barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv, scan, exscan;
+ * and ibcast, iallreduce, iallgather, ialltoall: the nonblocking call, then
+ * MPI_Wait at once (its time against the blocking call's and the MPI's own
+ * nonblocking one: docs/nonblocking.md).
  * Data are MPI_INT (sizes are rounded down to whole ints; allgather,
  * reduce_scatter_block, alltoall, alltoallv, gather and scatter use
  * size/ranks per rank: the size is a rank's whole receive buffer (the
@@ -55,7 +58,12 @@ static int usage(int rank, const char *why)
 
 static const char *const OPS[] = {"bcast", "allreduce", "reduce", "allgather", "allgatherv",
                                   "reduce_scatter_block", "barrier", "alltoall", "alltoallv",
-                                  "gather", "gatherv", "scatter", "scatterv", "scan", "exscan", NULL};
+                                  "gather", "gatherv", "scatter", "scatterv", "scan", "exscan",
+                                  "ibcast", "iallreduce", "iallgather", "ialltoall", NULL};
+
+/* The nonblocking ops ("i" + a blocking one): MPI_I<op> then MPI_Wait. */
+static int nonblocking;
+static void wait_for(MPI_Request *req) { MPI_Wait(req, MPI_STATUS_IGNORE); }
 
 static int known_op(const char *op)
 {
@@ -77,7 +85,11 @@ static int run_alltoall(int v, int *a, int *b, long per, int rank, int size, int
     if (check)
         for (int to = 0; to < size; to++)
             for (long i = 0; i < per; i++) a[to * per + i] = pair_value(rank, to, i), b[to * per + i] = -1;
-    if (!v) {
+    MPI_Request req;
+    if (!v && nonblocking) {
+        MPI_Ialltoall(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD, &req);
+        wait_for(&req);
+    } else if (!v) {
         MPI_Alltoall(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD);
     } else {
         int *counts = malloc((size_t)size * sizeof(int)), *displs = malloc((size_t)size * sizeof(int));
@@ -158,16 +170,27 @@ static int run_allgatherv(int *a, int *b, long n, int rank, int size, int check)
 static int run(const char *op, int *a, int *b, long n, int root, int rank, int size, int check)
 {
     long per = n / size;
+    MPI_Request req;
+    nonblocking = op[0] == 'i';
+    op += nonblocking;
     if (!strcmp(op, "bcast")) {
         if (check)
             for (long i = 0; i < n; i++) a[i] = rank == root ? (int)(i * 2654435761u) : -1;
-        MPI_Bcast(a, (int)n, MPI_INT, root, MPI_COMM_WORLD);
+        if (nonblocking) {
+            MPI_Ibcast(a, (int)n, MPI_INT, root, MPI_COMM_WORLD, &req);
+            wait_for(&req);
+        } else {
+            MPI_Bcast(a, (int)n, MPI_INT, root, MPI_COMM_WORLD);
+        }
         if (check)
             for (long i = 0; i < n; i++) if (a[i] != (int)(i * 2654435761u)) return 0;
     } else if (!strcmp(op, "allreduce") || !strcmp(op, "reduce")) {
         if (check)
             for (long i = 0; i < n; i++) a[i] = (int)(i % 1000) + rank;
-        if (op[0] == 'a')
+        if (op[0] == 'a' && nonblocking) {
+            MPI_Iallreduce(a, b, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req);
+            wait_for(&req);
+        } else if (op[0] == 'a')
             MPI_Allreduce(a, b, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         else
             MPI_Reduce(a, b, (int)n, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
@@ -189,7 +212,12 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
     } else if (!strcmp(op, "allgather")) {
         if (check)
             for (long i = 0; i < per; i++) a[i] = rank * 7919 + (int)i;
-        MPI_Allgather(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD);
+        if (nonblocking) {
+            MPI_Iallgather(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD, &req);
+            wait_for(&req);
+        } else {
+            MPI_Allgather(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD);
+        }
         if (check)
             for (int r = 0; r < size; r++)
                 for (long i = 0; i < per; i++) if (b[r * per + i] != r * 7919 + (int)i) return 0;

@@ -200,6 +200,18 @@ def test_three_clusters_chained_and_homed_pieces_are_exact(three_clusters, mpi):
 
 
 @pytest.mark.parametrize("mpi", MPIS)
+def test_nonblocking_alltoall_and_three_clusters_are_exact(three_clusters, mpi):
+    """MPI_Ialltoall (which collcheck does not draw) and the other nonblocking
+    calls of ours over three clusters of 3, 2 and 3 ranks (the homed
+    allreduce): collbench checks every result exactly; our schedules ran."""
+    done = run(mpi, "collbench", "--ops", "ibcast,iallreduce,iallgather,ialltoall", "--sizes", "64K,1M",
+               "--iters", "1", "--warmup", "0", topology=THREE, map="interleave", env=["WANMPI_DEBUG=1"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    for fn in ("wm_bcast_multilane", "wm_reduce_multilane", "wm_allgatherv_multilane", "wm_alltoall_scheduled"):
+        assert f"nonblocking {fn}: ours" in done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
 @pytest.mark.parametrize("source", ["collcheck_f90", "collcheck_f77"])
 def test_fortran_reaches_wanmpi(two_clusters, tmp_path, mpi, source):
     """Open MPI's Fortran library calls PMPI_* directly: only the Fortran

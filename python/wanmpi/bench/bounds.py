@@ -33,6 +33,8 @@ def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms:
     """Seconds: the least time `op` of `size` bytes can take over the ranks on
     `nodes` (one entry per rank), the WAN delayed by `delay_ms` one way."""
     ranks = len(nodes)
+    if op in ("ibcast", "iallreduce", "iallgather", "ialltoall"):
+        op = op[1:]                 # a nonblocking call waited for at once: the blocking call's bound
     per_cluster = Counter(n.cluster for n in nodes)
     b = min(topo.cluster(c).nic_bps for c in per_cluster) / 8
     wan = {c: sum(l.rate_bps for l in topo.links_of(c)) / 8 for c in per_cluster}
