@@ -2,7 +2,7 @@
  * (`wanmpi bench overlap`; docs/nonblocking.md, "Measured").
  *
  * Usage: overlap [--coll iallreduce|ibcast|ialltoall|iallgather] [--bytes N]
- *                [--reps R] [--test-every SECONDS]
+ *                [--reps R] [--test-every SECONDS] [--watch PID]
  * On MPI_COMM_WORLD, a collective of N bytes of doubles (default 8 MiB; K, M,
  * G suffixes are powers of 1024; ialltoall and iallgather: N is a rank's
  * whole receive buffer, N/ranks from each rank) is measured three ways in
@@ -24,10 +24,23 @@
  * under test sees only the collective measured.
  * Rank 0 prints, per repetition,
  *   {"rep": K, "t_comm_s": .., "t_comp_s": .., "t_total_s": .., "hidden": .., "tests": N,
- *    "done_s": T, "wait_s": W, "check": "ok"}
+ *    "done_s": T, "wait_s": W, "test_gap_max_s": G, "cpu_..": .., "host_..": .., "check": "ok"}
  * (tests: rank 0's MPI_Test calls; done_s: when one of them found the
  * collective done, from its start, null if none did; wait_s: the slowest
- * rank's time in the final MPI_Wait, the part of the collective left over)
+ * rank's time in the final MPI_Wait, the part of the collective left over;
+ * test_gap_max_s: the longest wall time between two MPI_Test calls on any
+ * rank, a compute slice stretched by other processes on the cores).
+ * CPU seconds, per section (comm, comp, total): cpu_<section>_s, the sum
+ * over ranks of their process CPU time (every thread; without
+ * CONFIG_IRQ_TIME_ACCOUNTING it includes the packet processing the kernel
+ * did while the rank ran), cpu_<section>_max_s the largest rank's; for
+ * total also cpu_total_system_s (system time, summed), cpu_other_threads_s
+ * (threads other than the computing one: a progress thread) and
+ * cpu_in_test_s / _max_s (the computing thread's CPU inside MPI_Test).
+ * host_<section>_busy_s, _user_s, _system_s, _softirq_s, _idle_s, _steal_s:
+ * the machine's, from /proc/stat (the testbed's nodes, its emulator and its
+ * packet processing share the host's cores), and _watched_s the CPU time of
+ * the process --watch names (`wanmpi bench overlap` passes the emulator's).
  * then {"bench": "overlap", ..., "hidden_median": .., "hidden_min": .., "check": "ok"}
  * (hidden_median from the medians of the three times, hidden_min from their
  * minima) and a readable summary. Bad arguments exit with status 2. */
@@ -35,6 +48,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 enum coll { IALLREDUCE, IBCAST, IALLTOALL, IALLGATHER };
 static const char *const COLLS[] = {"iallreduce", "ibcast", "ialltoall", "iallgather", NULL};
@@ -129,25 +145,150 @@ static double slowest(double mine)
     return worst;
 }
 
-static double comm_alone(const struct setup *s, long seq)
+/* CPU seconds (user + system) of the whole process, every thread (a
+ * progress thread included), and of the calling thread alone. */
+static double cpu_process(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+static double cpu_system(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
+}
+
+static double cpu_thread(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The machine's CPU seconds since boot by kind, from /proc/stat (every CPU;
+ * the testbed's nodes share the host's cores): what the emulator, the
+ * kernel's packet processing and the ranks took together in a section. */
+enum { ST_USER, ST_NICE, ST_SYSTEM, ST_IDLE, ST_IOWAIT, ST_IRQ, ST_SOFTIRQ, ST_STEAL, ST_N };
+struct machine {
+    double t[ST_N];
+    double watched;         /* CPU seconds of the process --watch names (the emulator), 0 without */
+};
+
+static long watch_pid;      /* --watch PID: also that process's CPU time (rank 0) */
+
+/* utime + stime of process `pid` in clock ticks, from /proc/PID/stat; 0 if unreadable. */
+static unsigned long long ticks_of(long pid)
+{
+    char path[64], line[1024];
+    unsigned long long ut = 0, st = 0;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char *rest = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    /* after "pid (comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (!rest || sscanf(rest + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return ut + st;
+}
+
+static struct machine machine_now(void)
+{
+    struct machine m = {{0}, 0};
+    unsigned long long v[ST_N] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                   &v[6], &v[7]) != ST_N)
+            memset(v, 0, sizeof v);
+        fclose(f);
+    }
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    for (int k = 0; k < ST_N; k++)
+        m.t[k] = (double)v[k] / hz;
+    if (watch_pid > 0)
+        m.watched = (double)ticks_of(watch_pid) / hz;
+    return m;
+}
+
+static struct machine machine_since(struct machine a)
+{
+    struct machine b = machine_now();
+    for (int k = 0; k < ST_N; k++)
+        b.t[k] -= a.t[k];
+    b.watched -= a.watched;
+    return b;
+}
+
+/* The JSON members host_<name>_busy_s, _user_s, _system_s, _softirq_s (irq
+ * included), _idle_s (iowait included), _steal_s and _watched_s, each after
+ * ", ", into buf. */
+static void machine_json(char *buf, size_t size, const char *name, const struct machine *m)
+{
+    double busy = m->t[ST_USER] + m->t[ST_NICE] + m->t[ST_SYSTEM] + m->t[ST_IRQ] + m->t[ST_SOFTIRQ] + m->t[ST_STEAL];
+    snprintf(buf, size, ", \"host_%s_busy_s\": %.2f, \"host_%s_user_s\": %.2f, \"host_%s_system_s\": %.2f, "
+             "\"host_%s_softirq_s\": %.2f, \"host_%s_idle_s\": %.2f, \"host_%s_steal_s\": %.2f, "
+             "\"host_%s_watched_s\": %.2f", name, busy, name, m->t[ST_USER] + m->t[ST_NICE], name, m->t[ST_SYSTEM],
+             name, m->t[ST_SOFTIRQ] + m->t[ST_IRQ], name, m->t[ST_IDLE] + m->t[ST_IOWAIT], name, m->t[ST_STEAL],
+             name, m->watched);
+}
+
+static double sum_ranks(double mine)
+{
+    double all;
+    PMPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return all;
+}
+
+/* What every rank spent in CPU time in a section: the sum over ranks and
+ * the largest rank's (process CPU: every thread of the rank). */
+struct cpu {
+    double sum, max;
+};
+
+static struct cpu cpu_of(double mine)
+{
+    return (struct cpu){sum_ranks(mine), slowest(mine)};
+}
+
+static struct machine host;    /* rank 0: the machine over the last section */
+
+static double comm_alone(const struct setup *s, long seq, struct cpu *cpu)
 {
     MPI_Request req;
     fill(s, seq);
     PMPI_Barrier(MPI_COMM_WORLD);
+    struct machine h0 = machine_now();
+    double c0 = cpu_process();
     double t0 = MPI_Wtime();
     start(s, &req);
     MPI_Wait(&req, MPI_STATUS_IGNORE);
     double t = slowest(MPI_Wtime() - t0);
+    host = machine_since(h0);
+    struct cpu c = cpu_of(cpu_process() - c0);
+    if (cpu)
+        *cpu = c;
     check(s, seq, "alone");
     return t;
 }
 
-static double compute_alone(long passes)
+static double compute_alone(long passes, struct cpu *cpu)
 {
     PMPI_Barrier(MPI_COMM_WORLD);
+    struct machine h0 = machine_now();
+    double c0 = cpu_process();
     double t0 = MPI_Wtime();
     compute(passes);
-    return slowest(MPI_Wtime() - t0);
+    double t = slowest(MPI_Wtime() - t0);
+    host = machine_since(h0);
+    struct cpu c = cpu_of(cpu_process() - c0);
+    if (cpu)
+        *cpu = c;
+    return t;
 }
 
 /* What rank 0 reports of an overlapped run besides its time. */
@@ -155,6 +296,11 @@ struct progress {
     int tests;              /* MPI_Test calls made */
     double done;            /* seconds from the start to the MPI_Test that saw the collective done; < 0: none did */
     double wait;            /* the slowest rank's seconds in the final MPI_Wait */
+    struct cpu cpu;         /* every rank's process CPU seconds in the section */
+    struct cpu other;       /* of that, the threads other than the one computing (a progress thread) */
+    struct cpu in_test;     /* the computing thread's CPU seconds inside MPI_Test */
+    struct cpu system;      /* of the process CPU, system time (the kernel's, packet processing charged to the rank included) */
+    double gap;             /* the longest wall time between two MPI_Test calls (or the start and the first), any rank */
 };
 
 /* The collective started, `passes` of compute in slices of `slice` passes
@@ -165,24 +311,39 @@ static double overlapped(const struct setup *s, long seq, long passes, long slic
     MPI_Request req;
     int done = 0;
     fill(s, seq);
-    *p = (struct progress){0, -1, 0};
+    *p = (struct progress){0, -1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0};
+    double in_test = 0, gap = 0;
     PMPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
+    struct machine h0 = machine_now();
+    double c0 = cpu_process(), m0 = cpu_thread(), s0 = cpu_system();
+    double t0 = MPI_Wtime(), last = t0;
     start(s, &req);
     for (long left = passes; left > 0; left -= slice) {
         compute(left < slice ? left : slice);
         if (!done && left > slice) {
+            double now = MPI_Wtime(), c = cpu_thread();
+            if (now - last > gap)
+                gap = now - last;
             MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            in_test += cpu_thread() - c;
+            last = MPI_Wtime();
             p->tests++;
             if (done)
-                p->done = MPI_Wtime() - t0;
+                p->done = last - t0;
         }
     }
     double waiting = MPI_Wtime();
     MPI_Wait(&req, MPI_STATUS_IGNORE);
     double end = MPI_Wtime();
+    double cpu = cpu_process() - c0, main_cpu = cpu_thread() - m0, sys = cpu_system() - s0;
     p->wait = slowest(end - waiting);
     double t = slowest(end - t0);
+    host = machine_since(h0);
+    p->cpu = cpu_of(cpu);
+    p->other = cpu_of(cpu - main_cpu);
+    p->in_test = cpu_of(in_test);
+    p->system = cpu_of(sys);
+    p->gap = slowest(gap);
     check(s, seq, "overlapped");
     return t;
 }
@@ -206,7 +367,7 @@ static long calibrate(double target)
             break;
     }
     passes = (long)(target * (double)k / worst) + 1;
-    double full = compute_alone(passes);
+    double full = compute_alone(passes, NULL);
     passes = (long)((double)passes * target / full) + 1;
     PMPI_Allreduce(&passes, &most, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
     return most;
@@ -304,6 +465,9 @@ static const char *parse(int argc, char **argv, struct options *o)
             long r = strtol(v, &end, 10);
             if (*end || end == v || r < 1 || r > 10000) return "--reps: a count from 1 to 10000";
             o->reps = (int)r;
+        } else if (!strcmp(argv[i], "--watch")) {
+            watch_pid = strtol(v, &end, 10);
+            if (*end || end == v || watch_pid < 1) return "--watch: a process id";
         } else if (!strcmp(argv[i], "--test-every")) {
             o->test_every = strtod(v, &end);
             if (*end || end == v || !(o->test_every >= 0) || o->test_every > 3600)
@@ -319,7 +483,7 @@ static int usage(int rank, const char *why)
 {
     if (rank == 0)
         fprintf(stderr, "overlap: %s\nusage: overlap [--coll iallreduce|ibcast|ialltoall|iallgather] "
-                "[--bytes N[K|M|G]] [--reps R] [--test-every SECONDS]\n", why);
+                "[--bytes N[K|M|G]] [--reps R] [--test-every SECONDS] [--watch PID]\n", why);
     MPI_Finalize();
     return 2;
 }
@@ -331,9 +495,9 @@ static void measure(const struct setup *s, const struct options *o)
 {
     long seq = 0;
     double first[3];
-    comm_alone(s, seq++);                                     /* warm-up: connections, buffers */
+    comm_alone(s, seq++, NULL);                               /* warm-up: connections, buffers */
     for (int k = 0; k < 3; k++)
-        first[k] = comm_alone(s, seq++);
+        first[k] = comm_alone(s, seq++, NULL);
     double target = median(first, 3);
     for (int i = 0; i < WORK; i++)
         work[i] = (double)i / WORK;
@@ -346,16 +510,26 @@ static void measure(const struct setup *s, const struct options *o)
     for (int r = 0; r < o->reps; r++) {
         double *comm = times + r, *comp = times + o->reps + r, *total = times + 2 * o->reps + r;
         struct progress p;
-        *comm = comm_alone(s, seq++);
-        *comp = compute_alone(passes);
+        struct cpu c_comm, c_comp;
+        char hosts[3][400];
+        *comm = comm_alone(s, seq++, &c_comm);
+        machine_json(hosts[0], sizeof hosts[0], "comm", &host);
+        *comp = compute_alone(passes, &c_comp);
+        machine_json(hosts[1], sizeof hosts[1], "comp", &host);
         *total = overlapped(s, seq++, passes, slice, &p);
+        machine_json(hosts[2], sizeof hosts[2], "total", &host);
         if (s->rank == 0) {
             char done[32] = "null";
             if (p.done >= 0)
                 snprintf(done, sizeof done, "%.6f", p.done);
             printf("{\"rep\": %d, \"t_comm_s\": %.6f, \"t_comp_s\": %.6f, \"t_total_s\": %.6f, \"hidden\": %.4f, "
-                   "\"tests\": %d, \"done_s\": %s, \"wait_s\": %.6f, \"check\": \"ok\"}\n", r + 1, *comm,
-                   *comp, *total, hidden(*comm, *comp, *total), p.tests, done, p.wait);
+                   "\"tests\": %d, \"done_s\": %s, \"wait_s\": %.6f, \"test_gap_max_s\": %.6f, "
+                   "\"cpu_comm_s\": %.4f, \"cpu_comm_max_s\": %.4f, \"cpu_comp_s\": %.4f, \"cpu_comp_max_s\": %.4f, "
+                   "\"cpu_total_s\": %.4f, \"cpu_total_max_s\": %.4f, \"cpu_total_system_s\": %.4f, \"cpu_other_threads_s\": %.4f, "
+                   "\"cpu_in_test_s\": %.4f, \"cpu_in_test_max_s\": %.4f%s%s%s, \"check\": \"ok\"}\n", r + 1, *comm,
+                   *comp, *total, hidden(*comm, *comp, *total), p.tests, done, p.wait, p.gap, c_comm.sum,
+                   c_comm.max, c_comp.sum, c_comp.max, p.cpu.sum, p.cpu.max, p.system.sum, p.other.sum, p.in_test.sum,
+                   p.in_test.max, hosts[0], hosts[1], hosts[2]);
             fflush(stdout);
         }
     }

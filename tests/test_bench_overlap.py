@@ -45,6 +45,8 @@ def test_overlap_runs_every_variant_with_checked_results(two_clusters, tmp_path)
     ("--bytes", "lots", "--bytes: cannot read 'lots' as a size"),
     ("--variants", "wanmpi-spin", "--variants: unknown 'wanmpi-spin'"),
     ("--delay", "-1", "--delay: -1 ms is outside [0, 1000]"),
+    ("--ranks", "1", "--ranks must be at least 2, got 1"),
+    ("--ranks", "9", "--ranks: 9 is outside [2, 8] (one rank per node at most)"),
 ])
 def test_bad_arguments_stop_before_any_job(option, value, message):
     done = wanmpi("bench", "overlap", "-t", "examples/two-clusters.toml", option, value, timeout=60)

@@ -208,6 +208,8 @@ def register_overlap(suites) -> None:
     p.add_argument("--test-every", type=milliseconds("--test-every", 1000), default="1",
                    help="ms of compute between MPI_Test calls of the mpi and wanmpi-test variants; 0: never "
                         "(default: 1)")
+    p.add_argument("--ranks", type=count("--ranks", 2), default=None,
+                   help="ranks, round-robin over the clusters (2: one per cluster) (default: one per node)")
     p.add_argument("--timeout", type=positive("--timeout"), default=600, help="per job, seconds (default: 600)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.set_defaults(handler=cmd_bench_overlap)
@@ -215,7 +217,7 @@ def register_overlap(suites) -> None:
 
 def cmd_bench_overlap(args) -> int:
     return overlap.run(topology_for(args), args.variants, args.mpis, args.delay, args.coll, args.bytes, args.reps,
-                       args.test_every, args.json, args.timeout)
+                       args.test_every, args.json, args.timeout, ranks=args.ranks)
 
 
 # ---- bench pacing ----------------------------------------------------------------
