@@ -185,15 +185,30 @@ int wm_nb_pending(void)
     return __atomic_load_n(&running, __ATOMIC_RELAXED) > 0;
 }
 
-void wm_nb_progress(void)
+/* Advances every outstanding schedule once; returns how many operations
+ * completed (0 also when another thread is at it). */
+static int advance(void)
 {
     if (!wm_nb_pending() || pthread_mutex_trylock(&lock) != 0)
-        return;                 /* nothing to do, or another thread is at it */
+        return 0;               /* nothing to do, or another thread is at it */
     reap();
+    int moved = 0;
     for (struct wm_nb *nb = list; nb; nb = nb->next)
-        if (!nb->ended && wm_sched_step(&nb->s))
-            end(nb);
+        if (!nb->ended) {
+            int done = wm_sched_step(&nb->s);
+            moved += nb->s.completed;
+            if (done) {
+                end(nb);
+                moved++;
+            }
+        }
     pthread_mutex_unlock(&lock);
+    return moved;
+}
+
+void wm_nb_progress(void)
+{
+    advance();
 }
 
 MPI_Comm wm_nb_owner(MPI_Request request)
@@ -211,9 +226,12 @@ MPI_Comm wm_nb_owner(MPI_Request request)
 
 /* ---- the progress thread (WANMPI_PROGRESS=thread) ---- */
 
-/* A WAN round trip is 2-60 ms: advancing every 200 us while anything is
- * outstanding costs little CPU (docs/nonblocking.md). */
-#define THREAD_PERIOD_NS 200000
+/* The thread advances every 200 us while operations complete, and backs
+ * off to 2 ms while nothing does (a WAN round trip is 2-60 ms): polling at
+ * a fixed 200 us cost 8 ranks on 2 cores more CPU than it saved (MPICH,
+ * docs/benchmarks.md "What limits it"). */
+#define THREAD_PERIOD_NS      200000L
+#define THREAD_PERIOD_MAX_NS  2000000L
 
 static pthread_t thread;
 static int thread_on, stopping;
@@ -221,15 +239,20 @@ static int thread_on, stopping;
 static void *progress_loop(void *arg)
 {
     (void)arg;
+    long period = THREAD_PERIOD_NS;
     pthread_mutex_lock(&lock);
     while (!stopping) {
         if (running == 0) {
             pthread_cond_wait(&wake, &lock);
+            period = THREAD_PERIOD_NS;
             continue;
         }
         pthread_mutex_unlock(&lock);
-        wm_nb_progress();
-        struct timespec t = { 0, THREAD_PERIOD_NS };
+        if (advance() > 0)
+            period = THREAD_PERIOD_NS;
+        else if ((period *= 2) > THREAD_PERIOD_MAX_NS)
+            period = THREAD_PERIOD_MAX_NS;
+        struct timespec t = { 0, period };
         nanosleep(&t, NULL);
         pthread_mutex_lock(&lock);
     }

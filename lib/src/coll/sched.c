@@ -129,6 +129,7 @@ static void run_handlers(struct wm_sched *s, int outcount)
 
 int wm_sched_step(struct wm_sched *s)
 {
+    s->completed = 0;
     if (s->active == 0 || s->err != MPI_SUCCESS)
         return 1;
     int outcount;
