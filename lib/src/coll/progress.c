@@ -50,44 +50,36 @@ static void view_done(struct view *v, int n, MPI_Request *reqs, MPI_Request *m)
     free(v->heap);
 }
 
+/* While anything of ours is outstanding: advance it, then `test` (a call
+ * that sets `flag`), yielding between tries, until `flag` or an error; once
+ * nothing is outstanding, the MPI's blocking `wait`. Returns from the
+ * function it is in. */
+#define POLL(flag, test, wait)                                                        \
+    do {                                                                              \
+        while (wm_nb_pending()) {                                                     \
+            int flag = 0;                                                             \
+            wm_nb_progress();                                                         \
+            int rc_ = test;                                                           \
+            if (rc_ != MPI_SUCCESS || flag)                                           \
+                return rc_;                                                           \
+            sched_yield();                                                            \
+        }                                                                             \
+        return wait;                                                                  \
+    } while (0)
+
 static int wait_one(MPI_Request *request, MPI_Status *status)
 {
-    for (;;) {
-        int flag = 0;
-        wm_nb_progress();
-        int rc = PMPI_Test(request, &flag, status);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
-        if (!wm_nb_pending())
-            return PMPI_Wait(request, status);
-        sched_yield();
-    }
+    POLL(flag, PMPI_Test(request, &flag, status), PMPI_Wait(request, status));
 }
 
 static int waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 {
-    while (wm_nb_pending()) {
-        int flag = 0;
-        wm_nb_progress();
-        int rc = PMPI_Testall(count, requests, &flag, statuses);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
-        sched_yield();
-    }
-    return PMPI_Waitall(count, requests, statuses);
+    POLL(flag, PMPI_Testall(count, requests, &flag, statuses), PMPI_Waitall(count, requests, statuses));
 }
 
 static int waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
 {
-    while (wm_nb_pending()) {
-        int flag = 0;
-        wm_nb_progress();
-        int rc = PMPI_Testany(count, requests, index, &flag, status);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
-        sched_yield();
-    }
-    return PMPI_Waitany(count, requests, index, status);
+    POLL(flag, PMPI_Testany(count, requests, index, &flag, status), PMPI_Waitany(count, requests, index, status));
 }
 
 static int waitsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
@@ -114,7 +106,7 @@ static int waitsome(int incount, MPI_Request requests[], int *outcount, int indi
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
-    ON_VIEW(1, request, wm_nb_pending() ? wait_one(m_, status) : PMPI_Wait(m_, status));
+    ON_VIEW(1, request, wait_one(m_, status));
 }
 
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
@@ -245,28 +237,13 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
-    while (wm_nb_pending()) {
-        int flag = 0;
-        wm_nb_progress();
-        int rc = PMPI_Iprobe(source, tag, comm, &flag, status);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
-        sched_yield();
-    }
-    return PMPI_Probe(source, tag, comm, status);
+    POLL(flag, PMPI_Iprobe(source, tag, comm, &flag, status), PMPI_Probe(source, tag, comm, status));
 }
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
 {
-    while (wm_nb_pending()) {
-        int flag = 0;
-        wm_nb_progress();
-        int rc = PMPI_Improbe(source, tag, comm, &flag, message, status);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
-        sched_yield();
-    }
-    return PMPI_Mprobe(source, tag, comm, message, status);
+    POLL(flag, PMPI_Improbe(source, tag, comm, &flag, message, status),
+         PMPI_Mprobe(source, tag, comm, message, status));
 }
 
 int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status)
