@@ -64,14 +64,20 @@ int INIT(Reduce_scatter_block)(const void *sendbuf, void *recvbuf, int recvcount
     return reduction(WM_P_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, request);
 }
 
+/* Allgather and alltoall: one send and one receive (count, type). */
+static int exchange(enum wm_persist_kind kind, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                    void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    struct wm_persist_args a = { .kind = kind, .sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
+                                 .recvbuf = recvbuf, .recvcount = recvcount, .recvtype = recvtype, .comm = comm };
+    return wm_persist_init(&a, request);
+}
+
 int INIT(Allgather)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
     (void)info;
-    struct wm_persist_args a = { .kind = WM_P_ALLGATHER, .sendbuf = sendbuf, .sendcount = sendcount,
-                                 .sendtype = sendtype, .recvbuf = recvbuf, .recvcount = recvcount,
-                                 .recvtype = recvtype, .comm = comm };
-    return wm_persist_init(&a, request);
+    return exchange(WM_P_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
 int INIT(Allgatherv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -89,10 +95,7 @@ int INIT(Alltoall)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
     (void)info;
-    struct wm_persist_args a = { .kind = WM_P_ALLTOALL, .sendbuf = sendbuf, .sendcount = sendcount,
-                                 .sendtype = sendtype, .recvbuf = recvbuf, .recvcount = recvcount,
-                                 .recvtype = recvtype, .comm = comm };
-    return wm_persist_init(&a, request);
+    return exchange(WM_P_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
 int INIT(Alltoallv)(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
