@@ -145,7 +145,7 @@ static int condition(struct parser *p, struct wm_rule *rule, char *token)
 static const enum wm_coll wrapped[] = { WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER, WM_ALLGATHERV,
                                         WM_REDUCE_SCATTER_BLOCK, WM_BARRIER, WM_GATHER, WM_GATHERV,
                                         WM_SCATTER, WM_SCATTERV, WM_SCAN, WM_EXSCAN, WM_ALLTOALL,
-                                        WM_ALLTOALLV };
+                                        WM_ALLTOALLV, WM_REDUCE_SCATTER };
 
 static int collective(struct parser *p, const char *name, enum wm_coll *out)
 {
@@ -156,7 +156,7 @@ static int collective(struct parser *p, const char *name, enum wm_coll *out)
         }
     return fail(p, "unknown collective '%s' (bcast, allreduce, reduce, allgather, allgatherv, "
                 "reduce_scatter_block, barrier, gather, gatherv, scatter, scatterv, scan, exscan, alltoall, "
-                "alltoallv)", name);
+                "alltoallv, reduce_scatter)", name);
 }
 
 static int algorithm(struct parser *p, enum wm_coll coll, const char *name, enum wm_alg *out)

@@ -11,7 +11,7 @@
 static const char *coll_names[WM_NCOLL] = {
     "bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block",
     "barrier", "gather", "scatter", "alltoall", "alltoallv", "allgatherv", "gatherv", "scatterv",
-    "scan", "exscan",
+    "scan", "exscan", "reduce_scatter",
 };
 static const char *alg_names[WM_NALG] = { "multilane", "singlelane", "mpi", "scheduled", "paced" };
 static const char *rate_mode_names[] = { "matb", "auto", "off" };
