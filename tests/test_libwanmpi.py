@@ -228,6 +228,30 @@ def test_fortran_reaches_wanmpi(two_clusters, tmp_path, mpi, source):
         assert ours > 0, f"Fortran {coll} calls did not reach libwanmpi: {ranks[0]}"
 
 
+# what a Fortran nonblocking collective of ours runs (WANMPI_DEBUG=1 names it)
+FORTRAN_NB_OURS = ("wm_bcast_multilane", "wm_reduce_multilane", "wm_allgatherv_multilane", "wm_alltoall_scheduled",
+                   "wm_alltoallv_scheduled")
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("source", ["collcheck_f90", "collcheck_f08"])
+def test_fortran_nonblocking_collectives_are_exact(two_clusters, mpi, source):
+    """The nonblocking collectives of the `mpi` and `mpi_f08` modules reach
+    libwanmpi's schedules (lib/src/fortran/nonblocking.c) and complete
+    through the Fortran MPI_Wait family, point-to-point requests beside them
+    and blocking MPI_Sendrecv/Ssend/Probe/Recv (and, with mpi_f08,
+    Send/Mprobe/Mrecv) meanwhile (lib/src/fortran/progress.c): exact results,
+    requests left MPI_REQUEST_NULL, indices and statuses as the MPI's own
+    calls give them. Nothing hangs: Open MPI's Fortran library and MPICH's
+    mpi_f08 call PMPI_Wait directly, which alone never completes a request
+    of ours (docs/nonblocking.md, "Fortran")."""
+    done = run(mpi, source, map="interleave", env=["WANMPI_DEBUG=1"], timeout=420)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert re.search(rf"{source}: \d+ cases ok", done.stdout), done.stdout
+    for fn in FORTRAN_NB_OURS:
+        assert f"nonblocking {fn}: ours" in done.stderr, f"no Fortran nonblocking call ran {fn}"
+
+
 @pytest.mark.parametrize("mpi", MPIS)
 def test_program_without_collectives_is_unchanged(two_clusters, mpi):
     plain = run(mpi, "ring", "--bytes", "300000")
