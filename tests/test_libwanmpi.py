@@ -242,7 +242,9 @@ def test_fortran_nonblocking_collectives_are_exact(two_clusters, mpi, source):
     and blocking MPI_Sendrecv/Ssend/Probe/Recv (and, with mpi_f08,
     Send/Mprobe/Mrecv) meanwhile (lib/src/fortran/progress.c): exact results,
     requests left MPI_REQUEST_NULL, indices and statuses as the MPI's own
-    calls give them. Nothing hangs: Open MPI's Fortran library and MPICH's
+    calls give them; collcheck_f90 also starts every persistent collective
+    of ours (MPICH's MPI_<COLL>_INIT, Open MPI's MPIX_<COLL>_INIT) three
+    times with new input. Nothing hangs: Open MPI's Fortran library and MPICH's
     mpi_f08 call PMPI_Wait directly, which alone never completes a request
     of ours (docs/nonblocking.md, "Fortran")."""
     done = run(mpi, source, map="interleave", env=["WANMPI_DEBUG=1"], timeout=420)

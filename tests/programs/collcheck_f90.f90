@@ -17,7 +17,9 @@
 ! or MPI_Waitsome loops (1-based indices, each once, then MPI_UNDEFINED),
 ! MPI_Request_get_status, or blocking MPI_Sendrecv/MPI_Probe/MPI_Recv and
 ! MPI_Ssend while they are outstanding; every request must end as
-! MPI_REQUEST_NULL and the ring's status name its source.
+! MPI_REQUEST_NULL and the ring's status name its source. And the persistent
+! ones (MPI-4's MPI_<COLL>_INIT under MPICH, Open MPI's MPIX_<COLL>_INIT,
+! found by name at run time), started three times with new input.
 !
 ! Usage: collcheck_f90 [MAXCOUNT]   (largest count, default 65539; the
 ! counts are 0, 1, 7, 1021, 4099, 65539 and 262147, up to MAXCOUNT)
@@ -25,6 +27,8 @@
 ! stderr and the job ends with MPI_Abort.
 module collcheck_f90_mod
   use mpi
+  use, intrinsic :: iso_c_binding, only: c_associated, c_char, c_f_procpointer, c_funptr, c_null_char, &
+       c_null_ptr, c_ptr
   implicit none
   integer, parameter :: T_INT = 1, T_REAL = 2, T_DBL = 3
   integer, parameter :: O_SUM = 1, O_MAX = 2, O_MIN = 3
@@ -50,6 +54,36 @@ module collcheck_f90_mod
   integer :: s2(N2), r2(N2)                 ! the second collective's buffers
   integer :: nbm                            ! elements of ex to compare
   integer, allocatable :: nbcounts(:), nbdispls(:)   ! v-variants' arrays, valid until completion
+  ! the persistent collectives' Fortran bindings, called through a procedure pointer
+  abstract interface
+    subroutine bcast_init_t(buf, count, type, root, comm, info, req, ierr)
+      integer :: buf(*), count, type, root, comm, info, req, ierr
+    end subroutine bcast_init_t
+    subroutine allreduce_init_t(sbuf, rbuf, count, type, op, comm, info, req, ierr)
+      integer :: sbuf(*), rbuf(*), count, type, op, comm, info, req, ierr
+    end subroutine allreduce_init_t
+    subroutine reduce_init_t(sbuf, rbuf, count, type, op, root, comm, info, req, ierr)
+      integer :: sbuf(*), rbuf(*), count, type, op, root, comm, info, req, ierr
+    end subroutine reduce_init_t
+    subroutine allgather_init_t(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req, ierr)
+      integer :: sbuf(*), scount, stype, rbuf(*), rcount, rtype, comm, info, req, ierr
+    end subroutine allgather_init_t
+    subroutine allgatherv_init_t(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info, req, ierr)
+      integer :: sbuf(*), scount, stype, rbuf(*), rcounts(*), displs(*), rtype, comm, info, req, ierr
+    end subroutine allgatherv_init_t
+    subroutine alltoallv_init_t(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req, &
+         ierr)
+      integer :: sbuf(*), scounts(*), sdispls(*), stype, rbuf(*), rcounts(*), rdispls(*), rtype, comm, info, &
+           req, ierr
+    end subroutine alltoallv_init_t
+  end interface
+  interface
+    type(c_funptr) function c_dlsym(handle, name) bind(C, name='dlsym')
+      import :: c_ptr, c_funptr, c_char
+      type(c_ptr), value :: handle
+      character(kind=c_char), intent(in) :: name(*)
+    end function c_dlsym
+  end interface
 contains
 
   ! input element i of rank r in case c (exactly representable in all types)
@@ -581,37 +615,28 @@ contains
     a2av_count = n3 * mod(from + 2 * to, 3)
   end function a2av_count
 
-  ! Starts collective k (1..NB_OPS) of n integers into ia, with the elements
-  ! to compare in ex(1:m).
-  subroutine nb_start(comm, k, n, inplace, req)
+  ! Fills the input of collective k (1..NB_OPS) of n integers into isend or
+  ! ia (and the v-variants' arrays into nbcounts/nbdispls), and the elements
+  ! of ia to compare afterwards into ex(1:nbm).
+  subroutine nb_fill(comm, k, n, inplace)
     integer, intent(in) :: comm, k, n
     logical, intent(in) :: inplace
-    integer, intent(out) :: req
     integer :: me, np, ierr, r, i, root, total, n3, so, ro
-    integer, allocatable :: sc(:), sd(:), rc(:), rd(:)
     call MPI_Comm_rank(comm, me, ierr)
     call MPI_Comm_size(comm, np, ierr)
     root = mod(csalt, np)
     ia(1:max(1, n * np)) = -7
+    nbm = 0
     select case (k)
     case (1)
       if (me == root) call fill(T_INT, me, n, 0, csalt)
-      call MPI_Ibcast(ia, n, MPI_INTEGER, root, comm, req, ierr)
       do i = 1, n
         ex(i) = val(csalt, root, i, T_INT)
       end do
       nbm = n
     case (2, 3)
       call fill(T_INT, me, n, 0, csalt)
-      if (.not. inplace) isend(1:n) = ia(1:n)
-      if (k == 2 .and. inplace) call MPI_Iallreduce(MPI_IN_PLACE, ia, n, MPI_INTEGER, MPI_SUM, comm, req, ierr)
-      if (k == 2 .and. .not. inplace) call MPI_Iallreduce(isend, ia, n, MPI_INTEGER, MPI_SUM, comm, req, ierr)
-      if (k == 3 .and. inplace .and. me == root) &
-           call MPI_Ireduce(MPI_IN_PLACE, ia, n, MPI_INTEGER, MPI_SUM, root, comm, req, ierr)
-      if (k == 3 .and. .not. (inplace .and. me == root)) then
-        isend(1:n) = ia(1:n)
-        call MPI_Ireduce(isend, ia, n, MPI_INTEGER, MPI_SUM, root, comm, req, ierr)
-      end if
+      isend(1:n) = ia(1:n)
       call reduce_expected(T_INT, O_SUM, n, np, 0)
       nbm = n
       if (k == 3 .and. me /= root) nbm = 0
@@ -619,19 +644,13 @@ contains
       do i = 1, n * np
         isend(i) = nint(val(csalt, me, i, T_INT))
       end do
-      call MPI_Ireduce_scatter_block(isend, ia, n, MPI_INTEGER, MPI_SUM, comm, req, ierr)
       call reduce_expected(T_INT, O_SUM, n, np, me * n)
       nbm = n
     case (5)
-      if (inplace) then
-        call fill(T_INT, me, n, me * n, csalt)
-        call MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ia, n, MPI_INTEGER, comm, req, ierr)
-      else
-        do i = 1, n
-          isend(i) = nint(val(csalt, me, i, T_INT))
-        end do
-        call MPI_Iallgather(isend, n, MPI_INTEGER, ia, n, MPI_INTEGER, comm, req, ierr)
-      end if
+      do i = 1, n
+        isend(i) = nint(val(csalt, me, i, T_INT))
+      end do
+      if (inplace) ia(me * n + 1:me * n + n) = isend(1:n)
       do r = 0, np - 1
         do i = 1, n
           ex(r * n + i) = val(csalt, r, i, T_INT)
@@ -639,23 +658,18 @@ contains
       end do
       nbm = n * np
     case (6)
-      allocate (rc(0:np - 1), rd(0:np - 1))
       total = 0
       do r = np - 1, 0, -1
-        rc(r) = (n / 3) * mod(7 * r + 3, 4)
-        rd(r) = total
-        total = total + rc(r)
+        nbcounts(r + 1) = (n / 3) * mod(7 * r + 3, 4)
+        nbdispls(r + 1) = total
+        total = total + nbcounts(r + 1)
       end do
-      do i = 1, rc(me)
+      do i = 1, nbcounts(me + 1)
         isend(i) = nint(val(csalt, me, i, T_INT))
       end do
-      ! the counts must stay valid until the request completes: kept in nbcounts
-      nbcounts(1:np) = rc
-      nbdispls(1:np) = rd
-      call MPI_Iallgatherv(isend, rc(me), MPI_INTEGER, ia, nbcounts, nbdispls, MPI_INTEGER, comm, req, ierr)
       do r = 0, np - 1
-        do i = 1, rc(r)
-          ex(rd(r) + i) = val(csalt, r, i, T_INT)
+        do i = 1, nbcounts(r + 1)
+          ex(nbdispls(r + 1) + i) = val(csalt, r, i, T_INT)
         end do
       end do
       nbm = total
@@ -666,39 +680,69 @@ contains
           ex(r * n + i) = val(csalt + me, r, i, T_INT)
         end do
       end do
-      call MPI_Ialltoall(isend, n, MPI_INTEGER, ia, n, MPI_INTEGER, comm, req, ierr)
       nbm = n * np
-    case (8)
+    case (8)                            ! sends in rank order, receives in reverse
       n3 = n / 3
-      allocate (sc(0:np - 1), sd(0:np - 1), rc(0:np - 1), rd(0:np - 1))
       so = 0
       ro = 0
-      do r = 0, np - 1               ! sends in rank order, receives in reverse
-        sc(r) = a2av_count(n3, me, r)
-        sd(r) = so
-        so = so + sc(r)
-        rc(np - 1 - r) = a2av_count(n3, np - 1 - r, me)
-        rd(np - 1 - r) = ro
-        ro = ro + rc(np - 1 - r)
+      do r = 0, np - 1
+        nbcounts(r + 1) = a2av_count(n3, me, r)
+        nbdispls(r + 1) = so
+        so = so + nbcounts(r + 1)
+        nbcounts(np + np - r) = a2av_count(n3, np - 1 - r, me)
+        nbdispls(np + np - r) = ro
+        ro = ro + nbcounts(np + np - r)
       end do
       do r = 0, np - 1
-        do i = 1, sc(r)
-          isend(sd(r) + i) = nint(val(csalt + r, me, i, T_INT))
+        do i = 1, nbcounts(r + 1)
+          isend(nbdispls(r + 1) + i) = nint(val(csalt + r, me, i, T_INT))
         end do
-        do i = 1, rc(r)
-          ex(rd(r) + i) = val(csalt + me, r, i, T_INT)
+        do i = 1, nbcounts(np + r + 1)
+          ex(nbdispls(np + r + 1) + i) = val(csalt + me, r, i, T_INT)
         end do
       end do
-      nbcounts(1:np) = sc
-      nbdispls(1:np) = sd
-      nbcounts(np + 1:2 * np) = rc
-      nbdispls(np + 1:2 * np) = rd
+      nbm = ro
+    end select
+  end subroutine nb_fill
+
+  ! Starts collective k of n integers (nb_fill first); the v-variants' arrays
+  ! stay valid in nbcounts/nbdispls until the request completes.
+  subroutine nb_start(comm, k, n, inplace, req)
+    integer, intent(in) :: comm, k, n
+    logical, intent(in) :: inplace
+    integer, intent(out) :: req
+    integer :: me, np, ierr, root
+    call MPI_Comm_rank(comm, me, ierr)
+    call MPI_Comm_size(comm, np, ierr)
+    root = mod(csalt, np)
+    call nb_fill(comm, k, n, inplace)
+    select case (k)
+    case (1)
+      call MPI_Ibcast(ia, n, MPI_INTEGER, root, comm, req, ierr)
+    case (2)
+      if (inplace) call MPI_Iallreduce(MPI_IN_PLACE, ia, n, MPI_INTEGER, MPI_SUM, comm, req, ierr)
+      if (.not. inplace) call MPI_Iallreduce(isend, ia, n, MPI_INTEGER, MPI_SUM, comm, req, ierr)
+    case (3)
+      if (inplace .and. me == root) then
+        call MPI_Ireduce(MPI_IN_PLACE, ia, n, MPI_INTEGER, MPI_SUM, root, comm, req, ierr)
+      else
+        call MPI_Ireduce(isend, ia, n, MPI_INTEGER, MPI_SUM, root, comm, req, ierr)
+      end if
+    case (4)
+      call MPI_Ireduce_scatter_block(isend, ia, n, MPI_INTEGER, MPI_SUM, comm, req, ierr)
+    case (5)
+      if (inplace) call MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ia, n, MPI_INTEGER, comm, req, ierr)
+      if (.not. inplace) call MPI_Iallgather(isend, n, MPI_INTEGER, ia, n, MPI_INTEGER, comm, req, ierr)
+    case (6)
+      call MPI_Iallgatherv(isend, nbcounts(me + 1), MPI_INTEGER, ia, nbcounts, nbdispls, MPI_INTEGER, comm, &
+           req, ierr)
+    case (7)
+      call MPI_Ialltoall(isend, n, MPI_INTEGER, ia, n, MPI_INTEGER, comm, req, ierr)
+    case (8)
       call MPI_Ialltoallv(isend, nbcounts(1:np), nbdispls(1:np), MPI_INTEGER, ia, nbcounts(np + 1:2 * np), &
            nbdispls(np + 1:2 * np), MPI_INTEGER, comm, req, ierr)
-      nbm = ro
     case default
       call MPI_Ibarrier(comm, req, ierr)
-      nbm = 0
     end select
     call check_err(ierr, trim(nbname(k)))
   end subroutine nb_start
@@ -859,6 +903,99 @@ contains
     end do
     call compare(trim(nbname(k)), T_INT, nbm, mod(csalt, np), inplace)
   end subroutine do_nonblocking
+
+  ! ---- persistent collectives: MPI-4's MPI_<COLL>_INIT under MPICH, Open
+  ! MPI 4.1's MPIX_<COLL>_INIT (its pcollreq extension); the program finds
+  ! whichever the MPI has by name at run time (the preloaded libwanmpi's
+  ! first), so it builds unchanged with both ----
+
+  type(c_funptr) function init_named(coll)
+    character(len=*), intent(in) :: coll
+    init_named = c_dlsym(c_null_ptr, 'mpix_' // coll // '_init_' // c_null_char)
+    if (.not. c_associated(init_named)) init_named = c_dlsym(c_null_ptr, 'mpi_' // coll // '_init_' // c_null_char)
+    if (.not. c_associated(init_named)) call nb_fail('MPI_' // coll // '_init', 'not found, kind', 0, 1)
+  end function init_named
+
+  ! Persistent collective k (1..8) of n integers: initialized once, started
+  ! three times with new input (MPI_Start + MPI_Wait, MPI_Startall + an
+  ! MPI_Test loop, MPI_Start + MPI_Waitall), exact each time; the request
+  ! stays allocated until MPI_Request_free.
+  subroutine do_persistent(comm, k, n)
+    integer, intent(in) :: comm, k, n
+    procedure(bcast_init_t), pointer :: bcast_init
+    procedure(allreduce_init_t), pointer :: allreduce_init
+    procedure(reduce_init_t), pointer :: reduce_init
+    procedure(allgather_init_t), pointer :: allgather_init
+    procedure(allgatherv_init_t), pointer :: allgatherv_init
+    procedure(alltoallv_init_t), pointer :: alltoallv_init
+    integer :: me, np, ierr, root, req, round, one(1)
+    logical :: flag
+    character(len=40) :: what
+    call MPI_Comm_rank(comm, me, ierr)
+    call MPI_Comm_size(comm, np, ierr)
+    csalt = csalt + 1
+    root = mod(csalt, np)               ! csalt advances by np a round: the same root
+    what = 'persistent ' // nbname(k)
+    call nb_fill(comm, k, n, .false.)
+    select case (k)
+    case (1)
+      call c_f_procpointer(init_named('bcast'), bcast_init)
+      call bcast_init(ia, n, MPI_INTEGER, root, comm, MPI_INFO_NULL, req, ierr)
+    case (2, 4)
+      if (k == 2) call c_f_procpointer(init_named('allreduce'), allreduce_init)
+      if (k == 4) call c_f_procpointer(init_named('reduce_scatter_block'), allreduce_init)
+      call allreduce_init(isend, ia, n, MPI_INTEGER, MPI_SUM, comm, MPI_INFO_NULL, req, ierr)
+    case (3)
+      call c_f_procpointer(init_named('reduce'), reduce_init)
+      call reduce_init(isend, ia, n, MPI_INTEGER, MPI_SUM, root, comm, MPI_INFO_NULL, req, ierr)
+    case (5, 7)
+      if (k == 5) call c_f_procpointer(init_named('allgather'), allgather_init)
+      if (k == 7) call c_f_procpointer(init_named('alltoall'), allgather_init)
+      call allgather_init(isend, n, MPI_INTEGER, ia, n, MPI_INTEGER, comm, MPI_INFO_NULL, req, ierr)
+    case (6)
+      call c_f_procpointer(init_named('allgatherv'), allgatherv_init)
+      call allgatherv_init(isend, nbcounts(me + 1), MPI_INTEGER, ia, nbcounts, nbdispls, MPI_INTEGER, comm, &
+           MPI_INFO_NULL, req, ierr)
+    case default
+      call c_f_procpointer(init_named('alltoallv'), alltoallv_init)
+      call alltoallv_init(isend, nbcounts, nbdispls, MPI_INTEGER, ia, nbcounts(np + 1), nbdispls(np + 1), &
+           MPI_INTEGER, comm, MPI_INFO_NULL, req, ierr)
+    end select
+    call check_err(ierr, trim(what) // ' init')
+    do round = 1, 3
+      ncases = ncases + 1
+      if (round > 1) then
+        csalt = csalt + np
+        call nb_fill(comm, k, n, .false.)
+      end if
+      select case (round)
+      case (1)
+        call MPI_Start(req, ierr)
+        call check_err(ierr, 'MPI_Start')
+        call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+      case (2)
+        one(1) = req
+        call MPI_Startall(1, one, ierr)
+        call check_err(ierr, 'MPI_Startall')
+        flag = .false.
+        do while (.not. flag)
+          call MPI_Test(req, flag, MPI_STATUS_IGNORE, ierr)
+          call check_err(ierr, 'MPI_Test')
+        end do
+      case default
+        call MPI_Start(req, ierr)
+        one(1) = req
+        call MPI_Waitall(1, one, MPI_STATUSES_IGNORE, ierr)
+        if (one(1) /= req) call nb_fail(trim(what), 'MPI_Waitall changed the handle', one(1), req)
+      end select
+      call check_err(ierr, trim(what) // ' completion')
+      if (req == MPI_REQUEST_NULL) call nb_fail(trim(what), 'request freed by its completion, round', round, 0)
+      call compare(trim(what), T_INT, nbm, root, .false.)
+    end do
+    call MPI_Request_free(req, ierr)
+    call check_err(ierr, 'MPI_Request_free')
+    if (req /= MPI_REQUEST_NULL) call nb_fail(trim(what), 'MPI_Request_free left the handle', req, 0)
+  end subroutine do_persistent
 end module collcheck_f90_mod
 
 program collcheck_f90
@@ -953,6 +1090,12 @@ program collcheck_f90
       do o = 1, NB_OPS
         call do_nonblocking(comms(ic), o, n, 1 + mod(o + 3 * ic + 5 * ip, NB_WAYS), mod(o + ip, 2) == 0)
       end do
+    end do
+    ! persistent, large (ours) on the world and the split, small (the MPI's own) elsewhere
+    n = 7
+    if (ic == 1 .or. ic == 3) n = min(maxcount, 12289)
+    do o = 1, NB_OPS - 1
+      call do_persistent(comms(ic), o, n)
     end do
   end do
 

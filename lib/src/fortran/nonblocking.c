@@ -162,7 +162,8 @@ static void init(struct wm_persist_args *a, MPI_Fint *comm, MPI_Fint *request, M
 {
     MPI_Request r = MPI_REQUEST_NULL;
     a->comm = MPI_Comm_f2c(*comm);
-    out(wm_persist_init(a, &r), r, request, ierr);
+    int rc = wm_persist_init(a, &r);
+    out(rc, r, request, ierr);
 }
 
 static void bcast_init(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *info,
