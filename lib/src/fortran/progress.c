@@ -340,7 +340,8 @@ static void sendrecv_in(struct binding *b, void *sendbuf, MPI_Fint *sendcount, M
 
 static MPI_Fint probe(struct binding *b, MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, void *status)
 {
-    POLL(flag, REAL(b, iprobe)(source, tag, comm, &flag, status, &rc_), REAL(b, probe)(source, tag, comm, status, &rc_));
+    POLL(flag, REAL(b, iprobe)(source, tag, comm, &flag, status, &rc_),
+         REAL(b, probe)(source, tag, comm, status, &rc_));
 }
 
 static void probe_in(struct binding *b, MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, void *status,
