@@ -234,8 +234,9 @@ FORTRAN_NB_OURS = ("wm_bcast_multilane", "wm_reduce_multilane", "wm_allgatherv_m
 
 
 @pytest.mark.parametrize("mpi", MPIS)
-@pytest.mark.parametrize("source", ["collcheck_f90", "collcheck_f08"])
-def test_fortran_nonblocking_collectives_are_exact(two_clusters, mpi, source):
+@pytest.mark.parametrize("source, thread", [("collcheck_f90", False), ("collcheck_f08", False),
+                                            ("collcheck_f08", True)], ids=["f90", "f08", "f08-progress-thread"])
+def test_fortran_nonblocking_collectives_are_exact(two_clusters, mpi, source, thread):
     """The nonblocking collectives of the `mpi` and `mpi_f08` modules reach
     libwanmpi's schedules (lib/src/fortran/nonblocking.c) and complete
     through the Fortran MPI_Wait family, point-to-point requests beside them
@@ -246,12 +247,17 @@ def test_fortran_nonblocking_collectives_are_exact(two_clusters, mpi, source):
     of ours (MPICH's MPI_<COLL>_INIT, Open MPI's MPIX_<COLL>_INIT) three
     times with new input. Nothing hangs: Open MPI's Fortran library and MPICH's
     mpi_f08 call PMPI_Wait directly, which alone never completes a request
-    of ours (docs/nonblocking.md, "Fortran")."""
-    done = run(mpi, source, map="interleave", env=["WANMPI_DEBUG=1"], timeout=420)
+    of ours (docs/nonblocking.md, "Fortran"). With WANMPI_PROGRESS=thread
+    the Fortran MPI_INIT (Open MPI and MPICH's mpi_f08 call PMPI_Init) is
+    ours too (lib/src/fortran/init.c): the progress thread runs."""
+    env = ["WANMPI_DEBUG=1", *(["WANMPI_PROGRESS=thread"] if thread else [])]
+    done = run(mpi, source, map="interleave", env=env, timeout=420)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert re.search(rf"{source}: \d+ cases ok", done.stdout), done.stdout
     for fn in FORTRAN_NB_OURS:
         assert f"nonblocking {fn}: ours" in done.stderr, f"no Fortran nonblocking call ran {fn}"
+    if thread:
+        assert "WANMPI_PROGRESS=thread: progress thread started" in done.stderr, done.stderr[-3000:]
 
 
 @pytest.mark.parametrize("mpi", MPIS)

@@ -276,6 +276,7 @@ void wm_nb_thread_start(void)
         return;
     }
     thread_on = 1;
+    wm_debug(1, "WANMPI_PROGRESS=thread: progress thread started");
 }
 
 void wm_nb_thread_stop(void)

@@ -11,10 +11,11 @@
 
 #include "cluster.h"
 #include "nb.h"
+#include "startup.h"
 #include "../common/settings.h"
 #include "../pacing/attr.h"
 
-static void started(void)
+void wm_started(void)
 {
     const struct wm_settings *s = wm_settings();
     wm_attr_init();
@@ -31,7 +32,7 @@ int MPI_Init(int *argc, char ***argv)
                            ? PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided)
                            : PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS)
-        started();
+        wm_started();
     return rc;
 }
 
@@ -40,6 +41,6 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     int rc = PMPI_Init_thread(argc, argv, wm_settings()->progress_thread ? MPI_THREAD_MULTIPLE : required,
                               provided);
     if (rc == MPI_SUCCESS)
-        started();
+        wm_started();
     return rc;
 }
