@@ -15,7 +15,8 @@
  * barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv, scan, exscan;
  * and ibcast, iallreduce, iallgather, ialltoall: the nonblocking call, then
  * MPI_Wait at once (its time against the blocking call's and the MPI's own
- * nonblocking one: docs/nonblocking.md).
+ * nonblocking one: docs/nonblocking.md). Also alltoallw and ialltoallw: the
+ * alltoall as MPI_(I)Alltoallw, MPI_INT to every rank at byte displacements.
  * Data are MPI_INT (sizes are rounded down to whole ints; allgather,
  * reduce_scatter_block, alltoall, alltoallv, gather and scatter use
  * size/ranks per rank: the size is a rank's whole receive buffer (the
@@ -59,7 +60,8 @@ static int usage(int rank, const char *why)
 static const char *const OPS[] = {"bcast", "allreduce", "reduce", "allgather", "allgatherv",
                                   "reduce_scatter_block", "barrier", "alltoall", "alltoallv",
                                   "gather", "gatherv", "scatter", "scatterv", "scan", "exscan",
-                                  "ibcast", "iallreduce", "iallgather", "ialltoall", NULL};
+                                  "alltoallw", "ibcast", "iallreduce", "iallgather", "ialltoall", "ialltoallw",
+                                  NULL};
 
 /* The nonblocking ops ("i" + a blocking one): MPI_I<op> then MPI_Wait. */
 static int nonblocking;
@@ -78,19 +80,34 @@ static int pair_value(int from, int to, long i)
     return (int)((unsigned)from * 7919u + (unsigned)to * 131u + (unsigned)i);
 }
 
-/* MPI_Alltoall, or MPI_Alltoallv with every count `per`; on `check`, fills
- * and verifies. Returns 0 if wrong. */
-static int run_alltoall(int v, int *a, int *b, long per, int rank, int size, int check)
+/* MPI_Alltoall (kind 0), or MPI_Alltoallv ('v') with every count `per`, or
+ * MPI_Alltoallw ('w') with every count `per` of MPI_INT at byte
+ * displacements; on `check`, fills and verifies. Returns 0 if wrong. */
+static int run_alltoall(char kind, int *a, int *b, long per, int rank, int size, int check)
 {
     if (check)
         for (int to = 0; to < size; to++)
             for (long i = 0; i < per; i++) a[to * per + i] = pair_value(rank, to, i), b[to * per + i] = -1;
     MPI_Request req;
-    if (!v && nonblocking) {
+    if (!kind && nonblocking) {
         MPI_Ialltoall(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD, &req);
         wait_for(&req);
-    } else if (!v) {
+    } else if (!kind) {
         MPI_Alltoall(a, (int)per, MPI_INT, b, (int)per, MPI_INT, MPI_COMM_WORLD);
+    } else if (kind == 'w') {
+        int *counts = malloc((size_t)size * sizeof(int)), *displs = malloc((size_t)size * sizeof(int));
+        MPI_Datatype *types = malloc((size_t)size * sizeof *types);
+        for (int r = 0; r < size; r++)
+            counts[r] = (int)per, displs[r] = (int)(r * per * (long)sizeof(int)), types[r] = MPI_INT;
+        if (nonblocking) {
+            MPI_Ialltoallw(a, counts, displs, types, b, counts, displs, types, MPI_COMM_WORLD, &req);
+            wait_for(&req);
+        } else {
+            MPI_Alltoallw(a, counts, displs, types, b, counts, displs, types, MPI_COMM_WORLD);
+        }
+        free(counts);
+        free(displs);
+        free(types);
     } else {
         int *counts = malloc((size_t)size * sizeof(int)), *displs = malloc((size_t)size * sizeof(int));
         for (int r = 0; r < size; r++)
@@ -232,8 +249,8 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
         if (check)
             for (long i = 0; i < per; i++)
                 if (b[i] != (int)((rank * per + i) % 977) * size + size * (size - 1) / 2) return 0;
-    } else if (!strcmp(op, "alltoall") || !strcmp(op, "alltoallv")) {
-        return run_alltoall(op[8] == 'v', a, b, per, rank, size, check);
+    } else if (!strncmp(op, "alltoall", 8)) {
+        return run_alltoall(op[8], a, b, per, rank, size, check);
     } else {
         MPI_Barrier(MPI_COMM_WORLD);
     }

@@ -317,3 +317,34 @@ def test_bad_setting_is_reported(two_clusters, setting, message):
                   program("openmpi", "where"), timeout=120)
     assert done.returncode not in (0, 124), done.stdout + done.stderr
     assert message in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("seed, env", [
+    ("5", []),
+    # every block of more than 1 KB in pieces: many pieces, packed where the datatype is not contiguous
+    ("6", ["WANMPI_CHUNK=1024"]),
+], ids=["default", "tiny-chunks"])
+def test_alltoallw_is_exact(two_clusters, tmp_path, mpi, seed, env):
+    """tests/programs/alltoallwcheck: MPI_Alltoallw and MPI_Ialltoallw (completed
+    by MPI_Wait) with a datatype per block on both sides (contiguous, vector,
+    struct with gaps), uneven counts with zeros, blocks past the chunk, byte
+    displacements with gaps, on MPI_COMM_WORLD and a split of 5 ranks, and in
+    place: exact against the same exchange in point-to-point messages. Our
+    schedule ran (blocking: the statistics; nonblocking: the decision), and
+    the in-place calls went to the MPI's own."""
+    done = run(mpi, "alltoallwcheck", "--seed", seed, "--cases", "24", map="interleave",
+               env=[f"WANMPI_STATS={tmp_path}/stats-%r.json", "WANMPI_DEBUG=1", *env])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"alltoallwcheck: 24 cases ok (seed {seed})" in done.stdout
+    ranks = stats(tmp_path)
+    assert calls(ranks, "alltoallw", "scheduled") > 0, "no MPI_Alltoallw took our schedule"
+    assert calls(ranks, "alltoallw", "mpi") > 0, "no in-place MPI_Alltoallw went to the MPI"
+    assert "nonblocking wm_alltoallw_scheduled: ours" in done.stderr
+
+
+def test_alltoallw_has_no_paced_algorithm(two_clusters):
+    done = wanmpi("run", "-n", "4", "--map", "a0,a1,b0,b1", "-x", "WANMPI_ALLTOALLW=paced", "--timeout", "60",
+                  program("openmpi", "where"), timeout=120)
+    assert done.returncode not in (0, 124), done.stdout + done.stderr
+    assert "WANMPI_ALLTOALLW=paced: expected scheduled or mpi" in done.stdout + done.stderr

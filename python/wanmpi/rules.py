@@ -23,8 +23,8 @@ ALLTOALL_ALGORITHMS = ("scheduled", "paced", "mpi")
 ALGORITHMS = {**{c: COLLECTIVE_ALGORITHMS for c in ("bcast", "allreduce", "reduce", "allgather", "allgatherv",
                                                      "reduce_scatter_block", "barrier", "gather", "gatherv",
                                                      "scatter", "scatterv", "scan", "exscan")},
-              **{c: ALLTOALL_ALGORITHMS for c in ("alltoall", "alltoallv")}}
-UNSIZED = ("alltoallv", "gatherv", "scatterv")     # no bytes condition: their ranks see different sizes
+              **{c: ALLTOALL_ALGORITHMS for c in ("alltoall", "alltoallv")}, "alltoallw": ("scheduled", "mpi")}
+UNSIZED = ("alltoallv", "alltoallw", "gatherv", "scatterv")     # no bytes condition: their ranks see different sizes
 MPIS = ("openmpi", "mpich")
 # condition -> its units (scale of each); None: a plain count; mpi is a name
 UNITS: dict[str, dict[str, int] | None] = {

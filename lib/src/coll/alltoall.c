@@ -56,21 +56,12 @@
  * switch port (810 segments retransmitted in a 16 MiB all-to-all). */
 #define RECEIVER_SHARE 0.95
 
-struct wm_pacing {
-    int set;                    /* rates were changed: restore them */
-    int local_set;
-    uint64_t local_before;
-    uint32_t *hosts;            /* hosts paced on their own (auto), to restore */
-    int nhosts;
-    const struct wm_comm *wc;
-};
-
 /* auto: each destination host at its share of B by the volume it gets from
  * this rank, so that every flow of the cluster ends at the same time (a
  * rate per cluster would leave the largest block of an alltoallv last, on
  * an idle link). Hosts of several ranks: their volumes summed, shared by
  * their sockets. `cluster_vol`: bytes the cluster sends to each cluster. */
-static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int ssize,
+static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes,
                        const double *cluster_vol, const double *scale, double cap_per_byte)
 {
     int H = wc->nhosts;
@@ -87,10 +78,10 @@ static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const int
     }
     for (int p = 0; p < wc->size; p++) {        /* the volume and sockets to each host, one pass */
         int h = wc->host_of[p];
-        if (wc->cluster_of[p] == wc->my_cluster || counts[p] <= 0 || h < 0)
+        if (wc->cluster_of[p] == wc->my_cluster || bytes[p] <= 0 || h < 0)
             continue;
         cl[h] = wc->cluster_of[p];
-        vol[h] += (double)counts[p] * ssize;
+        vol[h] += bytes[p];
         socks[h]++;
     }
     int n = 0;
@@ -111,14 +102,14 @@ static void pace_hosts(struct wm_pacing *pc, const struct wm_comm *wc, const int
 
 /* Bytes this rank sends to each cluster, the number of its ranks it sends to,
  * into vol[nclusters], peers[nclusters]. */
-static void my_volumes(const struct wm_comm *wc, const int *counts, int ssize, double *vol, int *peers)
+static void my_volumes(const struct wm_comm *wc, const double *bytes, double *vol, int *peers)
 {
     for (int c = 0; c < wc->nclusters; c++)
         vol[c] = peers[c] = 0;
     for (int p = 0; p < wc->size; p++) {
-        if (counts[p] <= 0)
+        if (bytes[p] <= 0)
             continue;
-        vol[wc->cluster_of[p]] += (double)counts[p] * ssize;
+        vol[wc->cluster_of[p]] += bytes[p];
         peers[wc->cluster_of[p]]++;
     }
 }
@@ -187,8 +178,8 @@ static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, const 
 
 /* auto: each destination host's rate, by its share of the cluster's volume,
  * capped by the receiver NIC's share per byte of a block. */
-static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts,
-                         int ssize, const double *vol, const int *peers, const double *cluster_vol)
+static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes,
+                         const double *vol, const int *peers, const double *cluster_vol)
 {
     const struct wm_settings *st = wm_settings();
     double sent = 0, *scale = calloc((size_t)wc->nclusters, sizeof *scale);
@@ -203,7 +194,7 @@ static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const i
         }
     double nic = st->nic_rate / 8;
     double cap = nic > 0 && wc->size > 1 && sent > 0 ? RECEIVER_SHARE * nic / (wc->size - 1) / (sent / blocks) : 0;
-    pace_hosts(pc, wc, counts, ssize, cluster_vol, scale, cap);
+    pace_hosts(pc, wc, bytes, cluster_vol, scale, cap);
     free(scale);
 }
 
@@ -232,10 +223,7 @@ static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc)
     wm_debug(1, "alltoall: pace sockets inside the cluster at %llu B/s", (unsigned long long)lambda);
 }
 
-/* Paces this rank's sockets to every other cluster for one call. `counts`:
- * elements to each rank (alltoallv), or NULL with `count` for all. */
-static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int count, int ssize,
-                int collective_counts)
+int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes, int collective_counts)
 {
     const struct wm_settings *st = wm_settings();
     pc->set = pc->local_set = 0;
@@ -251,19 +239,12 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
     int nc = wc->nclusters;
     double *vol = calloc((size_t)nc * 3, sizeof *vol);
     int *peers = calloc((size_t)nc * 2, sizeof *peers);
-    int *uniform = counts ? NULL : malloc((size_t)wc->size * sizeof *uniform);
-    if (!vol || !peers || (!counts && !uniform)) {
+    if (!vol || !peers) {
         free(vol);
         free(peers);
-        free(uniform);
         return MPI_ERR_NO_MEM;
     }
-    if (!counts) {
-        for (int p = 0; p < wc->size; p++)
-            uniform[p] = count;
-        counts = uniform;
-    }
-    my_volumes(wc, counts, ssize, vol, peers);
+    my_volumes(wc, bytes, vol, peers);
     double *cluster_vol = vol + nc, *senders = vol + 2 * nc;
     int rc = cluster_volumes(wc, vol, cluster_vol, senders, collective_counts);
     /* blocks of WANMPI_SMALL bytes or less are a few packets: pacing them
@@ -275,17 +256,36 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
     if (rc == MPI_SUCCESS && wm_rate_available() && largest > (double)st->small) {
         pace_clusters(pc, wc, vol, peers, cluster_vol, senders);
         if (st->alltoall_rate == WM_RATE_AUTO) {
-            pace_by_host(pc, wc, counts, ssize, vol, peers, cluster_vol);
+            pace_by_host(pc, wc, bytes, vol, peers, cluster_vol);
             pace_local(pc, wc);
         }
     }
     free(vol);
     free(peers);
-    free(uniform);
     return rc;
 }
 
-static void unpace(struct wm_pacing *pc)
+/* Paces for an all-to-all of `counts[p]` (or, counts NULL, `count`)
+ * elements of `ssize` bytes to each rank p. */
+static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int count, int ssize,
+                int collective_counts)
+{
+    double *bytes = malloc((size_t)wc->size * sizeof *bytes);
+    if (!bytes) {
+        pc->set = pc->local_set = 0;
+        pc->hosts = NULL;
+        pc->nhosts = 0;
+        pc->wc = wc;
+        return MPI_ERR_NO_MEM;
+    }
+    for (int p = 0; p < wc->size; p++)
+        bytes[p] = (double)(counts ? counts[p] : count) * ssize;
+    int rc = wm_alltoall_pace(pc, wc, bytes, collective_counts);
+    free(bytes);
+    return rc;
+}
+
+void wm_alltoall_unpace(struct wm_pacing *pc)
 {
     for (int h = 0; h < pc->nhosts; h++)
         wm_rate_set_peer(pc->hosts[h], UINT64_MAX);
@@ -316,20 +316,66 @@ static void send_order(const struct wm_comm *wc, int *order)
     }
 }
 
-/* Posts one block of `count` elements as pieces of at most `piece` elements. */
-static int post_block(struct wm_sched *s, int send, char *buf, int count, MPI_Datatype type, MPI_Aint extent,
-                      int peer, int piece)
+/* Piece k of a block: its elements (the last ones, or none) and where they start. */
+static int piece_at(const struct wm_a2a_block *b, int k, char **at)
+{
+    int64_t off = (int64_t)k * b->piece, left = b->count - off;
+    *at = b->buf + (MPI_Aint)off * b->extent;
+    return left < b->piece ? (int)left : b->piece;
+}
+
+/* A block that ends short, received: piece k came; the next is posted only
+ * if this one was full (a short piece is the sender's last) and I expect
+ * more. item: k x size + peer. */
+static int next_piece(struct wm_sched *s, void *arg, long item)
+{
+    const struct wm_a2a_block *b = arg;
+    int size = s->wc->size, peer = (int)(item % size), k = (int)(item / size), got = 0;
+    char *at;
+    PMPI_Get_count(wm_sched_status(s), b->type, &got);
+    if (got != b->piece || k >= b->count / b->piece)
+        return MPI_SUCCESS;
+    int n = piece_at(b, k + 1, &at);
+    return wm_sched_recv(s, at, n, b->type, peer, k + 1, next_piece, arg, (long)(k + 1) * size + peer);
+}
+
+/* Posts one peer's block as pieces of at most b->piece elements (a block
+ * that ends short: the sends, then a short last one, empty if need be; the
+ * first receive, next_piece the others). */
+static int post_block(struct wm_sched *s, int send, const struct wm_a2a_block *b, int peer)
 {
     int rc = MPI_SUCCESS;
-    if (count == 0)
+    char *at;
+    if (b->count == 0)
         return rc;
-    for (int k = 0, off = 0; off < count && rc == MPI_SUCCESS; k++, off += piece) {
-        int n = count - off < piece ? count - off : piece;
-        char *p = buf + (MPI_Aint)off * extent;
-        rc = send ? wm_sched_send(s, p, n, type, peer, k, NULL, NULL, 0)
-                  : wm_sched_recv(s, p, n, type, peer, k, NULL, NULL, 0);
+    if (b->ends_short && !send) {
+        int n = piece_at(b, 0, &at);
+        return wm_sched_recv(s, at, n, b->type, peer, 0, next_piece, (void *)b, peer);
+    }
+    int last = b->ends_short ? b->count / b->piece : (b->count - 1) / b->piece;
+    for (int k = 0; k <= last && rc == MPI_SUCCESS; k++) {
+        int n = piece_at(b, k, &at);
+        rc = send ? wm_sched_send(s, at, n, b->type, peer, k, NULL, NULL, 0)
+                  : wm_sched_recv(s, at, n, b->type, peer, k, NULL, NULL, 0);
     }
     return rc;
+}
+
+int wm_alltoall_blocks(struct wm_sched *s, const struct wm_comm *wc, const struct wm_a2a_block *send,
+                       const struct wm_a2a_block *recv)
+{
+    int *order = malloc((size_t)wc->size * sizeof *order);
+    if (!order)
+        return wm_sched_fail(s, MPI_ERR_NO_MEM);
+    send_order(wc, order);
+    int rc = MPI_SUCCESS;
+    /* receives first, from the other clusters first: nothing arrives unexpected */
+    for (int i = 0; i < wc->size && rc == MPI_SUCCESS; i++)
+        rc = post_block(s, 0, &recv[order[i]], order[i]);
+    for (int i = 0; i < wc->size && rc == MPI_SUCCESS; i++)
+        rc = post_block(s, 1, &send[order[i]], order[i]);
+    free(order);
+    return wm_sched_fail(s, rc);
 }
 
 /* Elements per piece: WANMPI_CHUNK bytes, at most tag_ub pieces per block;
@@ -347,12 +393,10 @@ static int piece_elements(const struct wm_comm *wc, int ssize, int rsize, long l
     return piece > INT32_MAX ? INT32_MAX : (int)piece;
 }
 
-int wm_alltoallv_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf_,
-                           const int *scounts, const int *sdispls, MPI_Datatype stype, void *recvbuf_,
+int wm_alltoallv_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf,
+                           const int *scounts, const int *sdispls, MPI_Datatype stype, void *recvbuf,
                            const int *rcounts, const int *rdispls, MPI_Datatype rtype)
 {
-    const char *sendbuf = sendbuf_;
-    char *recvbuf = recvbuf_;
     MPI_Aint lb, sext, rext;
     int ssize, rsize;
     PMPI_Type_get_extent(stype, &lb, &sext);
@@ -367,23 +411,18 @@ int wm_alltoallv_scheduled(struct wm_sched *s, const struct wm_comm *wc, const v
             max_count = rcounts[p];
     }
     int piece = piece_elements(wc, ssize, rsize, max_count);
-    int *order = malloc((size_t)wc->size * sizeof *order);
-    if (!order)
+    struct wm_a2a_block *send = malloc((size_t)wc->size * 2 * sizeof *send), *recv = send + wc->size;
+    if (!send)
         return wm_sched_fail(s, MPI_ERR_NO_MEM);
-    send_order(wc, order);
-    int rc = MPI_SUCCESS;
-    /* receives first, from the other clusters first: nothing arrives unexpected */
-    for (int i = 0; i < wc->size && rc == MPI_SUCCESS; i++) {
-        int p = order[i];
-        rc = post_block(s, 0, recvbuf + (MPI_Aint)rdispls[p] * rext, rcounts[p], rtype, rext, p, piece);
+    for (int p = 0; p < wc->size; p++) {
+        send[p] = (struct wm_a2a_block){ (char *)sendbuf + (MPI_Aint)sdispls[p] * sext, scounts[p], piece, stype,
+                                         sext, 0 };
+        recv[p] = (struct wm_a2a_block){ (char *)recvbuf + (MPI_Aint)rdispls[p] * rext, rcounts[p], piece, rtype,
+                                         rext, 0 };
     }
-    for (int i = 0; i < wc->size && rc == MPI_SUCCESS; i++) {
-        int p = order[i];
-        rc = post_block(s, 1, (char *)sendbuf + (MPI_Aint)sdispls[p] * sext, scounts[p], stype, sext, p,
-                        piece);
-    }
-    free(order);
-    return wm_sched_fail(s, rc);
+    int rc = wm_alltoall_blocks(s, wc, send, recv);
+    free(send);
+    return rc;
 }
 
 static int scheduled(const struct wm_comm *wc, const void *sendbuf, const int *scounts, const int *sdispls,
@@ -428,7 +467,7 @@ int wm_alltoallv_run(const struct wm_comm *wc, enum wm_alg alg, const void *send
         rc = alg == WM_ALG_SCHEDULED
                  ? scheduled(wc, sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype)
                  : PMPI_Alltoallv(sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype, wc->user);
-    unpace(&pc);
+    wm_alltoall_unpace(&pc);
     return rc;
 }
 
@@ -447,13 +486,13 @@ int wm_alltoall_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendb
             rc = PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, wc->user);
             wm_own_alltoall_restore(saved);
         }
-        unpace(&pc);
+        wm_alltoall_unpace(&pc);
         return rc;
     }
     struct wm_sched s;
     wm_sched_init(&s, wc, 0);
     wm_alltoall_scheduled(&s, wc, sendbuf, scount, stype, recvbuf, rcount, rtype);
     rc = wm_sched_run(&s);
-    unpace(&pc);
+    wm_alltoall_unpace(&pc);
     return rc;
 }

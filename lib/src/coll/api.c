@@ -24,6 +24,7 @@
  * the built-in choice, under which messages up to WANMPI_SMALL bytes take the
  * single-lane path, which has the fewest hops. */
 #include "coll.h"
+#include "entry.h"
 #include <limits.h>
 #include <stdlib.h>
 #include "nb.h"
@@ -150,23 +151,6 @@ static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg 
         return builtin;
     return wm_rules_choose(wc, c, bytes, builtin);
 }
-
-/* Runs an algorithm that fills a schedule (fn(s, wc, ...)): at once for a
- * blocking call (request NULL), else as a nonblocking collective (nb.h). */
-#define SCHEDULE(rc, wc, comm, request, fn, ...)                                      \
-    do {                                                                              \
-        if (request) {                                                                \
-            const struct wm_comm *nbwc_;                                              \
-            struct wm_sched *s_ = wm_nb_begin(wc, comm, &nbwc_);                      \
-            rc = wm_nb_submit(s_, fn(s_, nbwc_, __VA_ARGS__), request);               \
-            wm_debug(1, "nonblocking %s: ours", #fn);                                 \
-        } else {                                                                      \
-            struct wm_sched s_;                                                       \
-            wm_sched_init(&s_, wc, 0);                                                \
-            fn(&s_, wc, __VA_ARGS__);                                                 \
-            rc = wm_sched_run(&s_);                                                   \
-        }                                                                             \
-    } while (0)
 
 /* A nonblocking call runs ours only where the blocking call would run a
  * schedule (multi-lane or scheduled); else the MPI's own nonblocking call. */
@@ -858,4 +842,32 @@ int wanmpi_comm_clusters(MPI_Comm comm, int *nclusters, int *my_cluster)
     *nclusters = wc->flat ? 1 : wc->nclusters;
     *my_cluster = wc->flat ? 0 : wc->my_cluster;
     return MPI_SUCCESS;
+}
+
+/* ---- for the entry points in files of their own (entry.h) ---- */
+
+int wm_entry_enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum wm_alg *alg,
+                   MPI_Request *request)
+{
+    return enter(c, comm, out, alg, request);
+}
+
+enum wm_alg wm_entry_decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg alg, double bytes)
+{
+    return decide(wc, c, alg, bytes);
+}
+
+enum wm_alg wm_entry_nonblocking(enum wm_alg alg, MPI_Request *request)
+{
+    return nonblocking(alg, request);
+}
+
+int wm_entry_adopt(int rc, MPI_Comm comm, MPI_Request *request)
+{
+    return adopt(rc, comm, request);
+}
+
+void wm_entry_record(enum wm_coll c, enum wm_alg alg, double bytes, double t0, MPI_Request *request)
+{
+    record(c, alg, bytes, t0, request);
 }

@@ -76,6 +76,52 @@ int wm_alltoallv_scheduled(struct wm_sched *s, const struct wm_comm *wc, const v
                            const int *rcounts, const int *rdispls, MPI_Datatype rtype);
 int wm_alltoall_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, int scount,
                           MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype);
+/* Alltoallw (alltoallw.c): byte displacements, a datatype per peer on both
+ * sides; arguments already checked (every block under INT_MAX bytes). The
+ * blocking call paces like the alltoallv (wm_alltoallw_run). */
+int wm_alltoallw_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf,
+                           const int *scounts, const int *sdispls, const MPI_Datatype *stypes, void *recvbuf,
+                           const int *rcounts, const int *rdispls, const MPI_Datatype *rtypes);
+int wm_alltoallw_run(const struct wm_comm *wc, const void *sendbuf, const int *scounts, const int *sdispls,
+                     const MPI_Datatype *stypes, void *recvbuf, const int *rcounts, const int *rdispls,
+                     const MPI_Datatype *rtypes);
+
+/* The one all-to-all schedule, whichever front end describes the blocks:
+ * every receive posted first, then the sends, blocks to other clusters
+ * first, each cut into pieces (alltoall.c). Both sides of a pair must cut
+ * their block alike (the same piece bytes).
+ * `ends_short` (alltoallw): the sender's last message is shorter than a
+ * piece (empty if need be) and the receiver posts one piece at a time, the
+ * next once the last came full: a sender that sends less than its receiver
+ * expects (an erroneous program) cannot leave a receive waiting, and one
+ * that sends more is caught as a truncated receive, as by the MPI. */
+struct wm_a2a_block {
+    char *buf;                  /* the block's first element */
+    int count;                  /* elements of `type` */
+    int piece;                  /* elements per message (INT32_MAX: the whole block in one) */
+    MPI_Datatype type;
+    MPI_Aint extent;            /* of `type`: piece k starts at buf + k x piece x extent */
+    int ends_short;
+};
+/* send[p], recv[p]: the block to and from rank p (a receive that ends
+ * short is read until the schedule ends: keep recv[] until then). */
+int wm_alltoall_blocks(struct wm_sched *s, const struct wm_comm *wc, const struct wm_a2a_block *send,
+                       const struct wm_a2a_block *recv);
+
+/* Pacing of a blocking all-to-all (alltoall.c, docs/pacing.md): this rank's
+ * sockets for one call that sends bytes[p] to rank p (collective_counts:
+ * the volumes differ by rank and are summed over the cluster, collectively),
+ * until wm_alltoall_unpace. */
+struct wm_pacing {
+    int set;                    /* rates were changed: restore them */
+    int local_set;
+    uint64_t local_before;
+    uint32_t *hosts;            /* hosts paced on their own (auto), to restore */
+    int nhosts;
+    const struct wm_comm *wc;
+};
+int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes, int collective_counts);
+void wm_alltoall_unpace(struct wm_pacing *pc);
 
 /* own_alltoall.c: for a paced call, the MPI library's own all-to-all set to
  * one whose flows all run at once (MPICH: "scattered"); *saved for restore.

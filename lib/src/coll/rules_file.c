@@ -136,7 +136,8 @@ static int condition(struct parser *p, struct wm_rule *rule, char *token)
             return fail(p, "mpi=%s: expected openmpi or mpich", value);
         return 0;
     }
-    if (c == WM_COND_BYTES && (rule->coll == WM_ALLTOALLV || rule->coll == WM_GATHERV || rule->coll == WM_SCATTERV))
+    if (c == WM_COND_BYTES && (rule->coll == WM_ALLTOALLV || rule->coll == WM_ALLTOALLW ||
+                               rule->coll == WM_GATHERV || rule->coll == WM_SCATTERV))
         return fail(p, "%s rules cannot have a bytes condition (its ranks see different sizes)",
                     wm_coll_name(rule->coll));
     return range(p, (enum wm_condition)c, value, &rule->range[c]);
@@ -145,7 +146,7 @@ static int condition(struct parser *p, struct wm_rule *rule, char *token)
 static const enum wm_coll wrapped[] = { WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER, WM_ALLGATHERV,
                                         WM_REDUCE_SCATTER_BLOCK, WM_BARRIER, WM_GATHER, WM_GATHERV,
                                         WM_SCATTER, WM_SCATTERV, WM_SCAN, WM_EXSCAN, WM_ALLTOALL,
-                                        WM_ALLTOALLV, WM_REDUCE_SCATTER };
+                                        WM_ALLTOALLV, WM_REDUCE_SCATTER, WM_ALLTOALLW };
 
 static int collective(struct parser *p, const char *name, enum wm_coll *out)
 {
@@ -156,7 +157,7 @@ static int collective(struct parser *p, const char *name, enum wm_coll *out)
         }
     return fail(p, "unknown collective '%s' (bcast, allreduce, reduce, allgather, allgatherv, "
                 "reduce_scatter_block, barrier, gather, gatherv, scatter, scatterv, scan, exscan, alltoall, "
-                "alltoallv, reduce_scatter)", name);
+                "alltoallv, reduce_scatter, alltoallw)", name);
 }
 
 static int algorithm(struct parser *p, enum wm_coll coll, const char *name, enum wm_alg *out)
@@ -164,6 +165,12 @@ static int algorithm(struct parser *p, enum wm_coll coll, const char *name, enum
     int a2a = coll == WM_ALLTOALL || coll == WM_ALLTOALLV;
     const enum wm_alg allowed[3] = { a2a ? WM_ALG_SCHEDULED : WM_ALG_MULTILANE,
                                      a2a ? WM_ALG_PACED : WM_ALG_SINGLELANE, WM_ALG_MPI };
+    if (coll == WM_ALLTOALLW) {         /* one algorithm of ours: scheduled */
+        if (strcmp(name, "scheduled") && strcmp(name, "mpi"))
+            return fail(p, "unknown algorithm '%s' for alltoallw (expected scheduled or mpi)", name);
+        *out = name[0] == 's' ? WM_ALG_SCHEDULED : WM_ALG_MPI;
+        return 0;
+    }
     for (int i = 0; i < 3; i++)
         if (!strcmp(name, wm_alg_name(allowed[i]))) {
             *out = allowed[i];

@@ -44,7 +44,10 @@ static int grow(struct wm_sched *s)
     int *done = realloc(s->done, (size_t)cap * sizeof *done);
     if (done)
         s->done = done;
-    if (!req || !pending || !done) {
+    MPI_Status *status = realloc(s->status, (size_t)cap * sizeof *status);
+    if (status)
+        s->status = status;
+    if (!req || !pending || !done || !status) {
         s->err = MPI_ERR_NO_MEM;
         return 0;
     }
@@ -117,14 +120,25 @@ static void run_handlers(struct wm_sched *s, int outcount)
     s->active -= outcount;
     /* Handlers may post (and so move the arrays): copy what they need first. */
     struct wm_pending local[64];
+    MPI_Status status[64];
     for (int first = 0; first < outcount; first += 64) {
         int m = outcount - first < 64 ? outcount - first : 64;
-        for (int i = 0; i < m; i++)
+        for (int i = 0; i < m; i++) {
             local[i] = s->pending[s->done[first + i]];
+            status[i] = s->status[first + i];
+        }
         for (int i = 0; i < m; i++)
-            if (local[i].fn && s->err == MPI_SUCCESS)
+            if (local[i].fn && s->err == MPI_SUCCESS) {
+                s->current = &status[i];
                 wm_sched_fail(s, local[i].fn(s, local[i].arg, local[i].item));
+            }
     }
+    s->current = NULL;
+}
+
+const MPI_Status *wm_sched_status(const struct wm_sched *s)
+{
+    return s->current;
 }
 
 int wm_sched_step(struct wm_sched *s)
@@ -138,7 +152,7 @@ int wm_sched_step(struct wm_sched *s)
      * the CPU while its MPI_Wait does, so with more ranks than cores every
      * step waited for a time slice (8 ranks on 2 cores, each exchanging 8
      * bytes with all: 16.5 ms against 0.9 ms; docs/benchmarks.md). */
-    int rc = PMPI_Testsome(s->n, s->req, &outcount, s->done, MPI_STATUSES_IGNORE);
+    int rc = PMPI_Testsome(s->n, s->req, &outcount, s->done, s->status);
     if (rc != MPI_SUCCESS)
         return wm_sched_fail(s, rc), 1;
     if (outcount == MPI_UNDEFINED)
@@ -157,9 +171,11 @@ int wm_sched_end(struct wm_sched *s)
     free(s->req);
     free(s->pending);
     free(s->done);
+    free(s->status);
     s->req = NULL;
     s->pending = NULL;
     s->done = NULL;
+    s->status = NULL;
     s->n = s->cap = s->active = 0;
     if (s->end) {
         wm_end_hook end = s->end;

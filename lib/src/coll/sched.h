@@ -35,6 +35,8 @@ struct wm_sched {
     struct wm_pending { wm_handler fn; void *arg; long item; } *pending;
     int n, cap, active;
     int *done;                  /* scratch for MPI_Testsome */
+    MPI_Status *status;         /* its statuses; `current`: the one whose handler runs */
+    const MPI_Status *current;
     int err;                    /* first error, MPI_SUCCESS otherwise */
     int completed;              /* operations the last step saw complete */
     wm_end_hook end;
@@ -52,6 +54,9 @@ int wm_sched_recv(struct wm_sched *s, void *buf, int count, MPI_Datatype type, i
 int wm_sched_adopt(struct wm_sched *s, MPI_Request request);
 /* `end` runs once, when the schedule has ended (also after an error). */
 void wm_sched_at_end(struct wm_sched *s, wm_end_hook end, void *state);
+/* Inside a handler: the status of the operation that completed (a
+ * receive's source, tag and count). */
+const MPI_Status *wm_sched_status(const struct wm_sched *s);
 /* Marks the schedule failed with rc (no-op for MPI_SUCCESS); returns rc. */
 int wm_sched_fail(struct wm_sched *s, int rc);
 

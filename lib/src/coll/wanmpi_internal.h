@@ -51,4 +51,12 @@ int wm_ialltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls
                   void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm,
                   MPI_Request *request);
 
+/* api_alltoallw.c */
+int wm_alltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
+                 void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
+                 MPI_Comm comm);
+int wm_ialltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
+                  void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
+                  MPI_Comm comm, MPI_Request *request);
+
 #endif

@@ -11,7 +11,7 @@
 static const char *coll_names[WM_NCOLL] = {
     "bcast", "allreduce", "reduce", "allgather", "reduce_scatter_block",
     "barrier", "gather", "scatter", "alltoall", "alltoallv", "allgatherv", "gatherv", "scatterv",
-    "scan", "exscan", "reduce_scatter",
+    "scan", "exscan", "reduce_scatter", "alltoallw",
 };
 static const char *alg_names[WM_NALG] = { "multilane", "singlelane", "mpi", "scheduled", "paced" };
 static const char *rate_mode_names[] = { "matb", "auto", "off" };
@@ -51,17 +51,19 @@ static enum wm_alg env_alg(enum wm_coll c, int *set)
     for (const char *s = coll_names[c]; *s && n + 1 < sizeof name; s++)
         name[n++] = (char)toupper((unsigned char)*s);
     name[n] = 0;
-    int a2a = c == WM_ALLTOALL || c == WM_ALLTOALLV;
+    int a2a = c == WM_ALLTOALL || c == WM_ALLTOALLV || c == WM_ALLTOALLW;
     const char *v = nonempty(name);
     *set = v != NULL;
     if (!v)
         return a2a ? WM_ALG_SCHEDULED : WM_ALG_MULTILANE;
     for (int a = 0; a < WM_NALG; a++) {
-        int allowed = a == WM_ALG_MPI || (a2a ? a == WM_ALG_SCHEDULED || a == WM_ALG_PACED
+        int allowed = a == WM_ALG_MPI || (a2a ? a == WM_ALG_SCHEDULED || (a == WM_ALG_PACED && c != WM_ALLTOALLW)
                                               : a == WM_ALG_MULTILANE || a == WM_ALG_SINGLELANE);
         if (allowed && !strcasecmp(v, alg_names[a]))
             return (enum wm_alg)a;
     }
+    if (c == WM_ALLTOALLW)      /* no paced form: it would be the MPI's own, paced, for one collective more */
+        wm_fatal("%s=%s: expected scheduled or mpi", name, v);
     if (a2a)
         wm_fatal("%s=%s: expected scheduled, paced or mpi", name, v);
     wm_fatal("%s=%s: expected multilane, singlelane or mpi", name, v);

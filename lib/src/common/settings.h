@@ -54,7 +54,8 @@
 /* Rate-managed all-to-all (coll/alltoall.c). WANMPI_ALLTOALL and
  * WANMPI_ALLTOALLV choose "scheduled" (default: our schedule, WAN blocks
  * first, eager-sized chunks, paced), "paced" (the paper: the MPI library's
- * own algorithm with the WAN sockets paced for its duration) or "mpi". */
+ * own algorithm with the WAN sockets paced for its duration) or "mpi";
+ * WANMPI_ALLTOALLW "scheduled" (default) or "mpi" (coll/alltoallw.c). */
 #define WM_ENV_ALLTOALL_RATE  "WANMPI_ALLTOALL_RATE"  /* how the rate of an all-to-all is chosen:
                                                          "auto" (default: from the volumes the call
                                                          really sends and the receivers' NICs, local
@@ -124,12 +125,12 @@
 enum wm_coll {
     WM_BCAST, WM_ALLREDUCE, WM_REDUCE, WM_ALLGATHER, WM_REDUCE_SCATTER_BLOCK,
     WM_BARRIER, WM_GATHER, WM_SCATTER, WM_ALLTOALL, WM_ALLTOALLV, WM_ALLGATHERV, WM_GATHERV, WM_SCATTERV,
-    WM_SCAN, WM_EXSCAN, WM_REDUCE_SCATTER, WM_NCOLL
+    WM_SCAN, WM_EXSCAN, WM_REDUCE_SCATTER, WM_ALLTOALLW, WM_NCOLL
 };
 
 /* multilane/singlelane: bcast, reductions, allgather(v), barrier, gather(v),
  * scatter(v), scan, exscan (the last five: one algorithm, both names run it);
- * scheduled/paced: alltoall, alltoallv; mpi: every collective. */
+ * scheduled/paced: alltoall, alltoallv; scheduled: alltoallw; mpi: every collective. */
 enum wm_alg { WM_ALG_MULTILANE, WM_ALG_SINGLELANE, WM_ALG_MPI, WM_ALG_SCHEDULED, WM_ALG_PACED, WM_NALG };
 
 enum wm_rate_mode { WM_RATE_MATB, WM_RATE_AUTO, WM_RATE_OFF };

@@ -42,7 +42,7 @@ def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms:
     if op == "allreduce":
         local = 2 * size * (ranks - 1) / (ranks * b)
         cut = {c: size for c in per_cluster}
-    elif op in ("alltoall", "alltoallv"):
+    elif op in ("alltoall", "alltoallv", "alltoallw"):
         pair = size / ranks
         local = (ranks - 1) * pair / b
         cut = {c: n * (ranks - n) * pair for c, n in per_cluster.items()}

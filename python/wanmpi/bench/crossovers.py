@@ -50,6 +50,8 @@ def algorithm(op: str, setting: str) -> str:
     """A setting as the rules file names it for `op`."""
     if setting == "mpi":
         return "mpi"
+    if op == "alltoallw":           # one algorithm of ours, no paced one
+        return "scheduled"
     if op in ALLTOALLS:
         return "scheduled" if setting == "multi" else "paced"
     return "multilane" if setting == "multi" else "singlelane"

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 NETNS_PREFIX = "wm-"
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block", "barrier",
                "gather", "gatherv", "scatter", "scatterv", "scan", "exscan")
-ALLTOALLS = ("alltoall", "alltoallv")              # rate-managed (lib/src/coll/alltoall.c)
+ALLTOALLS = ("alltoall", "alltoallv", "alltoallw")  # rate-managed (lib/src/coll/alltoall.c, alltoallw.c)
+UNPACED = ("alltoallw",)                           # scheduled or mpi: no paced algorithm
 RELAY_INSIDE_PORT = 7400            # where a relay takes its cluster's connections
 RELAY_OUTSIDE_PORT = 7401           # where it takes its peer relays' trunks
 RELAY_METRICS_PORT = 9464           # its Prometheus counters (docs/wanrelay.md)

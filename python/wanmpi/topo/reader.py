@@ -16,7 +16,7 @@ from pathlib import Path
 from .. import units
 from . import hosts as host_lists
 from ..paths import DEFAULT_TOPOLOGY
-from .model import (ALLTOALLS, COLLECTIVES, UDP_IP_HEADERS, Cluster, Collectives, Node, Pacing, Relay, RelaySettings, Topology,
+from .model import (ALLTOALLS, COLLECTIVES, UDP_IP_HEADERS, UNPACED, Cluster, Collectives, Node, Pacing, Relay, RelaySettings, Topology,
                     TopologyError, WanLink)
 
 MAX_NODES_PER_CLUSTER = 200
@@ -221,9 +221,10 @@ class _Reader:
                                 f"(choose {', '.join(ALGORITHMS)})")
             algorithms.append((c, settings[c]))
         for c in ALLTOALLS:
-            if settings[c] not in ALLTOALL_ALGORITHMS:
+            known = tuple(a for a in ALLTOALL_ALGORITHMS if a != "paced" or c not in UNPACED)
+            if settings[c] not in known:
                 raise self.fail(f"collectives.{c}", f"{settings[c]!r} is not an algorithm "
-                                f"(choose {', '.join(ALLTOALL_ALGORITHMS)})")
+                                f"(choose {', '.join(known)})")
             algorithms.append((c, settings[c]))
         return Collectives(None if lanes == "auto" else lanes, chunk, small, tuple(algorithms),
                            self.rules_path(settings.get("rules")))

@@ -1,0 +1,100 @@
+/* MPI_Alltoallw and MPI_Ialltoallw: the scheduled all-to-all (alltoallw.c),
+ * or the MPI's own.
+ *
+ * To the MPI's own, where it reports errors exactly as without us or where
+ * ours gains nothing: a communicator in one cluster or an intercommunicator
+ * (wm_comm), MPI_IN_PLACE (the schedule needs a separate send buffer; the
+ * MPI's own exchanges in place), counts or datatypes MPI would reject
+ * (negative, MPI_DATATYPE_NULL), a block of INT_MAX bytes or more,
+ * WANMPI_ALLTOALLW=mpi or a rule that says mpi. One algorithm of ours
+ * (`scheduled`), no `paced` as for the alltoall(v): that would be the MPI's
+ * own alltoallw with the sockets paced, and the scheduled one is paced too.
+ * Its sizes differ by rank, so no size enters the choice (as for the
+ * alltoallv): every rank must take the same path. */
+#include "coll.h"
+#include "entry.h"
+#include "wanmpi_internal.h"
+
+#include <limits.h>
+
+/* Bytes of every block of one side, or -1 if MPI would reject one of them
+ * (or a block reaches INT_MAX bytes). */
+static double side_bytes(int n, const int *counts, const int *displs, const MPI_Datatype *types)
+{
+    double total = 0;
+    if (!counts || !displs || !types)
+        return -1;
+    for (int p = 0; p < n; p++) {
+        int size = 0;
+        if (counts[p] < 0 || types[p] == MPI_DATATYPE_NULL || PMPI_Type_size(types[p], &size) != MPI_SUCCESS ||
+            (double)counts[p] * size >= INT_MAX)
+            return -1;
+        total += (double)counts[p] * size;
+    }
+    return total;
+}
+
+static int alltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
+                     void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
+                     MPI_Comm comm, MPI_Request *request)
+{
+    double t0 = PMPI_Wtime(), bytes = 0;
+    const struct wm_comm *wc;
+    enum wm_alg alg;
+    int rc = wm_entry_enter(WM_ALLTOALLW, comm, &wc, &alg, request);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (alg != WM_ALG_MPI &&
+        (sendbuf == MPI_IN_PLACE || side_bytes(wc->size, sendcounts, sdispls, sendtypes) < 0 ||
+         (bytes = side_bytes(wc->size, recvcounts, rdispls, recvtypes)) < 0))
+        alg = WM_ALG_MPI;
+    alg = wm_entry_nonblocking(wm_entry_decide(wc, WM_ALLTOALLW, alg, 0), request);
+    if (alg == WM_ALG_MPI)
+        bytes = 0;
+    if (alg == WM_ALG_MPI && request)
+        rc = wm_entry_adopt(PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                                           recvtypes, comm, request), comm, request);
+    else if (alg == WM_ALG_MPI)
+        rc = PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+    else if (request)
+        SCHEDULE(rc, wc, comm, request, wm_alltoallw_scheduled, sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                 recvcounts, rdispls, recvtypes);
+    else
+        rc = wm_alltoallw_run(wc, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                              recvtypes);
+    wm_entry_record(WM_ALLTOALLW, alg, bytes, t0, request);
+    return rc;
+}
+
+int wm_alltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
+                 void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
+                 MPI_Comm comm)
+{
+    return alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                     NULL);
+}
+
+int wm_ialltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
+                  void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
+                  MPI_Comm comm, MPI_Request *request)
+{
+    return alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                     request);
+}
+
+/* ---- C bindings ---- */
+
+int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                  void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                  MPI_Comm comm)
+{
+    return wm_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+}
+
+int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                   const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[],
+                   const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request *request)
+{
+    return wm_ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                         request);
+}
