@@ -27,7 +27,7 @@ MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/progra
 	tests/programs/udpcheck.c tests/programs/rmacheck.c tests/programs/rulesplit.c tests/programs/fence.c \
 	bench/steps.c bench/overlap.c
 FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f08.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90 \
-	bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90 tests/programs/fence_f90.f90
+	bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90 tests/programs/fence_f90.f90 tests/programs/alltoallw_f90.f90
 OPENMPI_FC := /usr/bin/mpif90.openmpi
 MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra

@@ -348,3 +348,15 @@ def test_alltoallw_has_no_paced_algorithm(two_clusters):
                   program("openmpi", "where"), timeout=120)
     assert done.returncode not in (0, 124), done.stdout + done.stderr
     assert "WANMPI_ALLTOALLW=paced: expected scheduled or mpi" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_fortran_alltoallw_reaches_wanmpi(two_clusters, tmp_path, mpi):
+    """The Fortran MPI_ALLTOALLW (tests/programs/alltoallw_f90.f90: MPI_INTEGER
+    sent, a contiguous type of 5 received, blocks under and past the chunk)
+    is exact and runs our schedule: Open MPI's Fortran library would call
+    PMPI_Alltoallw directly."""
+    done = run(mpi, "alltoallw_f90", map="interleave", env=[f"WANMPI_STATS={tmp_path}/stats-%r.json"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "alltoallw_f90: ok" in done.stdout
+    assert calls(stats(tmp_path), "alltoallw", "scheduled") == 8, "the Fortran call did not reach libwanmpi"
