@@ -12,7 +12,7 @@
  * 3 if it is wrong). --budget stops repeating a size once its iterations have
  * taken that long (at least one timed iteration always runs).
  * Operations: bcast, allreduce, reduce, allgather, allgatherv, reduce_scatter_block,
- * barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv, scan, exscan;
+ * reduce_scatter, barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv, scan, exscan;
  * and ibcast, iallreduce, iallgather, ialltoall: the nonblocking call, then
  * MPI_Wait at once (its time against the blocking call's and the MPI's own
  * nonblocking one: docs/nonblocking.md). Also alltoallw and ialltoallw: the
@@ -21,8 +21,8 @@
  * reduce_scatter_block, alltoall, alltoallv, gather and scatter use
  * size/ranks per rank: the size is a rank's whole receive buffer (the
  * root's whole buffer for gather and scatter), size/ranks bytes from each
- * rank; alltoallv with uniform counts; allgatherv, gatherv and scatterv with
- * irregular ones: odd ranks contribute (receive) twice as much as even
+ * rank; alltoallv with uniform counts; allgatherv, gatherv, scatterv and
+ * reduce_scatter with irregular ones: odd ranks contribute (receive) twice as much as even
  * ones, the size still the whole buffer). */
 #include <mpi.h>
 #include <stdio.h>
@@ -58,7 +58,7 @@ static int usage(int rank, const char *why)
 }
 
 static const char *const OPS[] = {"bcast", "allreduce", "reduce", "allgather", "allgatherv",
-                                  "reduce_scatter_block", "barrier", "alltoall", "alltoallv",
+                                  "reduce_scatter_block", "reduce_scatter", "barrier", "alltoall", "alltoallv",
                                   "gather", "gatherv", "scatter", "scatterv", "scan", "exscan",
                                   "alltoallw", "ibcast", "iallreduce", "iallgather", "ialltoall", "ialltoallw",
                                   NULL};
@@ -249,6 +249,17 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
         if (check)
             for (long i = 0; i < per; i++)
                 if (b[i] != (int)((rank * per + i) % 977) * size + size * (size - 1) / 2) return 0;
+    } else if (!strcmp(op, "reduce_scatter")) {
+        int *counts = irregular(n, size), first = counts[size + rank], ok = 1;
+        long total = counts[size + size - 1] + counts[size - 1];
+        if (check)
+            for (long i = 0; i < total; i++) a[i] = (int)(i % 977) + rank;
+        MPI_Reduce_scatter(a, b, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (check)
+            for (long i = 0; i < counts[rank]; i++)
+                ok &= b[i] == (int)((first + i) % 977) * size + size * (size - 1) / 2;
+        free(counts);
+        return ok;
     } else if (!strncmp(op, "alltoall", 8)) {
         return run_alltoall(op[8], a, b, per, rank, size, check);
     } else {

@@ -55,15 +55,18 @@ def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
     assert "collcheck: 120 cases ok" in done.stdout
     ranks = stats(tmp_path)
     (tmp_path / "scans").mkdir()
-    done = run(mpi, "collcheck", "--seed", "9", "--cases", "40", "--max-bytes", "2000000", "--only", "scan,exscan",
-               map=placement, env=[f"WANMPI_STATS={tmp_path}/scans/stats-%r.json", *ROOTED_OURS])
+    done = run(mpi, "collcheck", "--seed", "9", "--cases", "60", "--max-bytes", "2000000",
+               "--only", "scan,exscan,reduce_scatter", map=placement,
+               env=[f"WANMPI_STATS={tmp_path}/scans/stats-%r.json", *ROOTED_OURS])
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "collcheck: 40 cases ok" in done.stdout
+    assert "collcheck: 60 cases ok" in done.stdout
     scans = stats(tmp_path / "scans")
     assert len(ranks) == 8
     for coll in ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block"):
         assert calls(ranks, coll, "multilane") > 0, f"{coll} never took the multi-lane path"
         assert calls(ranks, coll, "singlelane") > 0, f"{coll} never took the small-message path"
+    for path in ("multilane", "singlelane"):      # irregular blocks, drawn with the scans
+        assert calls(scans, "reduce_scatter", path) > 0, f"reduce_scatter never took the {path} path"
     for coll in ("barrier", "gather", "gatherv", "scatter", "scatterv"):     # one algorithm each
         assert calls(ranks, coll, "multilane") > 0, f"{coll} never took our path"
     for coll in ("scan", "exscan"):     # the prefix follows rank order: ours where clusters are rank ranges
@@ -124,7 +127,7 @@ def test_single_lane_and_tiny_chunks_are_exact(two_clusters, mpi):
     """The baseline algorithms, and the pipeline cut into 1 KB chunks (many
     pieces in flight, counts never divisible by the chunk)."""
     single = [f"WANMPI_{c}=singlelane" for c in ("BCAST", "ALLREDUCE", "REDUCE", "ALLGATHER", "ALLGATHERV",
-                                                  "REDUCE_SCATTER_BLOCK")]
+                                                  "REDUCE_SCATTER_BLOCK", "REDUCE_SCATTER")]
     done = run(mpi, "collcheck", "--seed", "11", "--cases", "60", "--max-bytes", "500000", env=single)
     assert done.returncode == 0, done.stdout + done.stderr
     done = run(mpi, "collcheck", "--seed", "12", "--cases", "60", "--max-bytes", "500000",
@@ -220,7 +223,8 @@ def test_fortran_reaches_wanmpi(two_clusters, tmp_path, mpi, source):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cases ok" in done.stdout
     ranks = stats(tmp_path)
-    f90 = ["allgatherv", "gather", "gatherv", "scatter", "scatterv"] if source == "collcheck_f90" else []
+    f90 = ["allgatherv", "gather", "gatherv", "scatter", "scatterv", "reduce_scatter"] if source == "collcheck_f90" \
+        else []
     for coll in ("scan", "exscan") if source == "collcheck_f90" else ():    # interleaved: mostly the MPI's own
         assert calls(ranks, coll, "calls") > 0, f"Fortran {coll} calls did not reach libwanmpi: {ranks[0]}"
     for coll in ("bcast", "allreduce", *f90):

@@ -22,7 +22,7 @@ COLLECTIVE_ALGORITHMS = ("multilane", "singlelane", "mpi")
 ALLTOALL_ALGORITHMS = ("scheduled", "paced", "mpi")
 ALGORITHMS = {**{c: COLLECTIVE_ALGORITHMS for c in ("bcast", "allreduce", "reduce", "allgather", "allgatherv",
                                                      "reduce_scatter_block", "barrier", "gather", "gatherv",
-                                                     "scatter", "scatterv", "scan", "exscan")},
+                                                     "scatter", "scatterv", "scan", "exscan", "reduce_scatter")},
               **{c: ALLTOALL_ALGORITHMS for c in ("alltoall", "alltoallv")}, "alltoallw": ("scheduled", "mpi")}
 UNSIZED = ("alltoallv", "alltoallw", "gatherv", "scatterv")     # no bytes condition: their ranks see different sizes
 MPIS = ("openmpi", "mpich")

@@ -50,14 +50,15 @@
 /* ---------- collectives, operations, datatypes ---------- */
 
 enum coll { BCAST, ALLREDUCE, REDUCE, ALLGATHER, RSB, BARRIER, GATHER, SCATTER, ALLGATHERV, GATHERV, SCATTERV,
-            SCAN, EXSCAN, NCOLL };
+            SCAN, EXSCAN, RS, NCOLL };
 static const char *coll_name[NCOLL] = {"bcast", "allreduce", "reduce", "allgather",
                                        "reduce_scatter_block", "barrier", "gather", "scatter",
-                                       "allgatherv", "gatherv", "scatterv", "scan", "exscan"};
+                                       "allgatherv", "gatherv", "scatterv", "scan", "exscan",
+                                       "reduce_scatter"};
 static const char *coll_mpi[NCOLL] = {"MPI_Bcast", "MPI_Allreduce", "MPI_Reduce",
                                       "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Barrier",
                                       "MPI_Gather", "MPI_Scatter", "MPI_Allgatherv", "MPI_Gatherv",
-                                      "MPI_Scatterv", "MPI_Scan", "MPI_Exscan"};
+                                      "MPI_Scatterv", "MPI_Scan", "MPI_Exscan", "MPI_Reduce_scatter"};
 
 enum opid { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_LAND, OP_LOR, OP_LXOR, OP_BAND, OP_BOR, OP_BXOR,
             OP_MINLOC, OP_MAXLOC, OP_PLUS1, OP_AFFINE, NOPS, OP_NONE = NOPS };
@@ -635,7 +636,10 @@ static int types_for(int op, int *list)
 }
 
 static int is_scan(int coll) { return coll == SCAN || coll == EXSCAN; }
-static int is_reduction(int coll) { return coll == ALLREDUCE || coll == REDUCE || coll == RSB || is_scan(coll); }
+static int is_reduction(int coll)
+{
+    return coll == ALLREDUCE || coll == REDUCE || coll == RSB || coll == RS || is_scan(coll);
+}
 static int is_rooted(int coll)
 {
     return coll == BCAST || coll == REDUCE || coll == GATHER || coll == SCATTER || coll == GATHERV ||
@@ -660,6 +664,14 @@ static long v_displ(long count, int r, int cs)
     return d;
 }
 static long v_total(long count, int cs) { return v_displ(count, -1, cs); }
+/* MPI_Reduce_scatter: rank r gets v_count(count, r) elements of the
+ * reduced vector, the blocks in rank order (the standard's layout). */
+static long rs_first(long count, int r)
+{
+    long d = 0;
+    for (int q = 0; q < r; q++) d += v_count(count, q);
+    return d;
+}
 
 /* Cases the MPI library itself gets wrong. They are avoided by default, so
  * that a failure points at an interposition library; --known-bugs check runs
@@ -749,7 +761,7 @@ static ccase make_case(rng_t *r, int idx)
     c.dseed = rnext(r);
     c.bseed = rnext(r);
     layout_t L = layout_of(&types[c.type]);
-    long f = is_v(c.coll) ? 3L * wsize : is_gatherlike(c.coll) ? wsize : 1;
+    long f = is_v(c.coll) || c.coll == RS ? 3L * wsize : is_gatherlike(c.coll) ? wsize : 1;
     long maxc = opt.max_bytes / (long)(L.ext * (size_t)f);
     c.count = c.coll == BARRIER ? 0 : pick_count(r, maxc);
     c.sweep = is_rooted(c.coll) && c.count <= 4096 && rbelow(r, 100) < 15;
@@ -958,12 +970,16 @@ static unsigned char *expected(const ccase *c, const layout_t *L, int root, int 
                       e + (size_t)v_displ(c->count, r, cs) * L->ext);
         *nres = v_total(c->count, cs) * L->per;
         break;
-    case ALLREDUCE: case REDUCE: case RSB: case SCAN: case EXSCAN: {
+    case ALLREDUCE: case REDUCE: case RSB: case RS: case SCAN: case EXSCAN: {
         if (c->coll == REDUCE && cr != root) return NULL;
+        if (c->coll == RS) {                /* my irregular block */
+            n = v_count(c->count, cr) * L->per;
+            blk = (size_t)v_count(c->count, cr) * L->ext;
+        }
         if (c->coll == EXSCAN && cr == 0) return NULL;      /* undefined there */
         /* the scans: ranks 0..cr (exscan: 0..cr-1) in rank order */
         int upto = c->coll == SCAN ? cr + 1 : c->coll == EXSCAN ? cr : cs;
-        long k0 = c->coll == RSB ? (long)cr * n : 0;
+        long k0 = c->coll == RSB ? (long)cr * n : c->coll == RS ? rs_first(c->count, cr) * L->per : 0;
         e = calloc(1, blk + 1);
         tmp = calloc(1, blk + 1);
         gen_block(L, c->op, c->dseed, 0, k0, n, e);
@@ -1104,10 +1120,20 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
         if (isroot && memcmp(scopy.p, r.p, blk))
             snprintf(o->err, sizeof o->err, "the root's buffer was modified");
         break;
-    case ALLREDUCE: case REDUCE: case RSB: case SCAN: case EXSCAN: {
+    case ALLREDUCE: case REDUCE: case RSB: case RS: case SCAN: case EXSCAN: {
         int rsb = c->coll == RSB;
         size_t sbytes = rsb ? blk * (size_t)cs : blk;
         long sn = rsb ? n * cs : n;
+        int *rcounts = NULL;
+        if (c->coll == RS) {                /* irregular blocks in rank order: mine is v_count(cr) */
+            rcounts = malloc(sizeof(int) * (size_t)cs);
+            for (int q = 0; q < cs; q++) rcounts[q] = (int)v_count(c->count, q);
+            sbytes = (size_t)v_total(c->count, cs) * L->ext;
+            sn = v_total(c->count, cs) * L->per;
+            blk = (size_t)rcounts[cr] * L->ext;
+            n = rcounts[cr] * L->per;
+            cnt = rcounts[cr];
+        }
         int root_like = c->coll != REDUCE || isroot;
         int inplace = c->inplace && root_like;
         if (inplace) {
@@ -1115,7 +1141,7 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
             gen_block(L, c->op, c->dseed, cr, 0, sn, r.p);
             sarg = MPI_IN_PLACE;
             rarg = r.p;
-            nvec_recv = c->count;
+            nvec_recv = cnt;
         } else {
             s = balloc(sbytes, CANARY);
             memset(s.p, SENDGAP, sbytes);
@@ -1126,7 +1152,7 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
             if (root_like) {
                 r = balloc(blk, CANARY);
                 rarg = r.p;
-                nvec_recv = c->count;
+                nvec_recv = cnt;
             } else if (!c->nullbuf) {
                 r = balloc(blk, CANARY); /* must stay untouched */
                 rarg = r.p;
@@ -1151,10 +1177,15 @@ static void run_once(const ccase *c, const layout_t *L, MPI_Comm comm, int root,
             o->rc = use_pmpi ? PMPI_Reduce(sarg, rarg, cnt, dt, op, root, comm)
                              : MPI_SIDE(MPI_Reduce(sarg, rarg, cnt, dt, op, root, comm),
                                         MPI_Ireduce(sarg, rarg, cnt, dt, op, root, comm, &nb.req));
+        else if (c->coll == RS)
+            o->rc = use_pmpi ? PMPI_Reduce_scatter(sarg, rarg, rcounts, dt, op, comm)
+                             : MPI_SIDE(MPI_Reduce_scatter(sarg, rarg, rcounts, dt, op, comm),
+                                        MPI_Ireduce_scatter(sarg, rarg, rcounts, dt, op, comm, &nb.req));
         else
             o->rc = use_pmpi ? PMPI_Reduce_scatter_block(sarg, rarg, cnt, dt, op, comm)
                              : MPI_SIDE(MPI_Reduce_scatter_block(sarg, rarg, cnt, dt, op, comm),
                                         MPI_Ireduce_scatter_block(sarg, rarg, cnt, dt, op, comm, &nb.req));
+        free(rcounts);
         if (!root_like && r.p) {
             for (size_t i = 0; i < r.n; i++)
                 if (r.p[i] != CANARY) {
@@ -1587,11 +1618,11 @@ static int parse_args(int argc, char **argv, char *err, size_t n)
                 int k = -1;
                 for (int j = 0; j < NCOLL; j++)
                     if (!strcmp(tok, coll_name[j])) k = j;
-                if (!strcmp(tok, "rsb") || !strcmp(tok, "reduce_scatter")) k = RSB;
+                if (!strcmp(tok, "rsb")) k = RSB;
                 if (k < 0) {
                     snprintf(err, n, "--only: unknown collective '%s' (known: bcast, allreduce, "
                              "reduce, allgather, reduce_scatter_block, barrier, gather, "
-                             "scatter, allgatherv, gatherv, scatterv, scan, exscan)", tok);
+                             "scatter, allgatherv, gatherv, scatterv, scan, exscan, reduce_scatter)", tok);
                     free(list);
                     return 2;
                 }

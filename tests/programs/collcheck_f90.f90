@@ -404,6 +404,52 @@ contains
     call compare('MPI_Allgatherv', t, total, -1, inplace)
     deallocate (cnts, displs)
   end subroutine do_allgatherv
+  ! MPI_Reduce_scatter: rank r gets n * mod(7r + 3, 4) elements (some none) of
+  ! the reduced vector, the blocks in rank order
+  subroutine do_reduce_scatter(comm, t, o, n, inplace)
+    integer, intent(in) :: comm, t, o, n
+    logical, intent(in) :: inplace
+    integer :: me, np, ierr, r, total
+    integer, allocatable :: cnts(:), displs(:)
+    ncases = ncases + 1
+    csalt = csalt + 1
+    call MPI_Comm_rank(comm, me, ierr)
+    call MPI_Comm_size(comm, np, ierr)
+    allocate (cnts(0:np - 1), displs(0:np - 1))
+    total = 0
+    do r = 0, np - 1
+      cnts(r) = n * mod(7 * r + 3, 4)
+      displs(r) = total
+      total = total + cnts(r)
+    end do
+    call fill(t, me, total, 0, csalt)
+    if (inplace) then
+      select case (t)
+      case (T_INT)
+        call MPI_Reduce_scatter(MPI_IN_PLACE, ia, cnts, MPI_INTEGER, mpiop(o), comm, ierr)
+      case (T_REAL)
+        call MPI_Reduce_scatter(MPI_IN_PLACE, ra, cnts, MPI_REAL, mpiop(o), comm, ierr)
+      case default
+        call MPI_Reduce_scatter(MPI_IN_PLACE, da, cnts, MPI_DOUBLE_PRECISION, mpiop(o), comm, ierr)
+      end select
+    else
+      select case (t)
+      case (T_INT)
+        ib(1:total) = ia(1:total)
+        call MPI_Reduce_scatter(ib, ia, cnts, MPI_INTEGER, mpiop(o), comm, ierr)
+      case (T_REAL)
+        rb(1:total) = ra(1:total)
+        call MPI_Reduce_scatter(rb, ra, cnts, MPI_REAL, mpiop(o), comm, ierr)
+      case default
+        db(1:total) = da(1:total)
+        call MPI_Reduce_scatter(db, da, cnts, MPI_DOUBLE_PRECISION, mpiop(o), comm, ierr)
+      end select
+    end if
+    call check_err(ierr, 'MPI_Reduce_scatter')
+    call reduce_expected(t, o, cnts(me), np, displs(me))
+    call compare('MPI_Reduce_scatter ' // oname(o), t, cnts(me), -1, inplace)
+    deallocate (cnts, displs)
+  end subroutine do_reduce_scatter
   ! the blocks of MPI_Gather(v) and MPI_Scatter(v) at the root: v, rank r's has
   ! n * mod(7r + 3, 4) elements (some none) in reverse rank order, as in
   ! do_allgatherv; else n elements each, in rank order
@@ -1073,6 +1119,7 @@ program collcheck_f90
         if (n > 65539) n = 65539
         call do_allgather(comms(ic), t, min(n, maxcount), ip == 1)
         call do_allgatherv(comms(ic), t, min(n, maxcount) / 3, ip == 1)
+        call do_reduce_scatter(comms(ic), t, 1 + mod(ip + t, 3), min(n, maxcount) / 3, ip == 1)
       end do
       ! gather and scatter: every root, (v) with irregular blocks, in place at every other root
       do root = 0, np - 1

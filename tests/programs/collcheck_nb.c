@@ -40,7 +40,7 @@
 static const char *coll_impi[NCOLL] = {"MPI_Ibcast", "MPI_Iallreduce", "MPI_Ireduce", "MPI_Iallgather",
                                        "MPI_Ireduce_scatter_block", "MPI_Ibarrier", "MPI_Igather",
                                        "MPI_Iscatter", "MPI_Iallgatherv", "MPI_Igatherv", "MPI_Iscatterv",
-                                       "MPI_Iscan", "MPI_Iexscan"};
+                                       "MPI_Iscan", "MPI_Iexscan", "MPI_Ireduce_scatter"};
 
 enum { NB_WAIT, NB_TEST, NB_GETSTATUS, NB_WAITALL, NB_TESTALL, NB_WAITANY, NB_TESTANY, NB_WAITSOME,
        NB_TESTSOME, NB_NMODES };

@@ -32,8 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BCAST, ALLREDUCE, REDUCE, RSB, ALLGATHER, ALLGATHERV, ALLTOALL, ALLTOALLV, NKIND };
-static const char *kind_name[NKIND] = {"bcast", "allreduce", "reduce", "reduce_scatter_block", "allgather",
+enum { BCAST, ALLREDUCE, REDUCE, RSB, RS, ALLGATHER, ALLGATHERV, ALLTOALL, ALLTOALLV, NKIND };
+static const char *kind_name[NKIND] = {"bcast", "allreduce", "reduce", "reduce_scatter_block", "reduce_scatter",
+                                       "allgather",
                                        "allgatherv", "alltoall", "alltoallv"};
 
 static void fail(const char *fmt, ...)
@@ -53,7 +54,7 @@ static int in_val(int r, int t, long i) { return (int)((r * 7 + t * 3 + i * 11) 
 struct coll {
     int kind, n;                /* n: count per block (per rank) */
     int *send, *recv;
-    int *counts, *displs;       /* v-variants: n + (r % 3) per rank r */
+    int *counts, *displs;       /* v-variants and reduce_scatter: n + (r % 3) per rank r */
     MPI_Request req;
 };
 
@@ -87,6 +88,9 @@ static void setup(struct coll *c, int kind, int n, MPI_Comm comm)
     case REDUCE: rc = INIT(Reduce)(c->send, c->recv, n, MPI_INT, MPI_SUM, root, comm, MPI_INFO_NULL, &c->req); break;
     case RSB:
         rc = INIT(Reduce_scatter_block)(c->send, c->recv, n, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &c->req);
+        break;
+    case RS:
+        rc = INIT(Reduce_scatter)(c->send, c->recv, c->counts, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &c->req);
         break;
     case ALLGATHER:
         rc = INIT(Allgather)(c->send, n, MPI_INT, c->recv, n, MPI_INT, comm, MPI_INFO_NULL, &c->req);
@@ -171,6 +175,9 @@ static void check(const struct coll *c, int t, MPI_Comm comm, const char *cname)
         break;
     case RSB:
         for (long i = 0; i < n; i++) EXPECT(i, sum_over(size, t, rank * n + i));
+        break;
+    case RS:
+        for (long i = 0; i < c->counts[rank]; i++) EXPECT(i, sum_over(size, t, c->displs[rank] + i));
         break;
     case ALLGATHER:
         for (int r = 0; r < size; r++)

@@ -86,19 +86,26 @@ static int named_type(MPI_Datatype type)
            combiner == MPI_COMBINER_NAMED;
 }
 
+/* A predefined operation on a derived datatype, or on a named one it is not
+ * defined for (MPI_BAND on MPI_FLOAT: op_check.c), MPI_REPLACE and
+ * MPI_NO_OP (for one-sided calls only) go to the MPI library, which reports
+ * what is wrong. */
+static int op_fits_type(MPI_Datatype type, MPI_Op op)
+{
+    if (op == MPI_OP_NULL || op == MPI_REPLACE || op == MPI_NO_OP)
+        return 0;
+    if (!predefined_op(op))
+        return 1;
+    return named_type(type) && wm_op_defined(type, op);
+}
+
 /* Can the reduction engine take (type, op)? */
 static int reducible(MPI_Datatype type, MPI_Op op)
 {
     int commutative = 0;
-    if (op == MPI_OP_NULL || PMPI_Op_commutative(op, &commutative) != MPI_SUCCESS || !commutative)
+    if (!op_fits_type(type, op) || PMPI_Op_commutative(op, &commutative) != MPI_SUCCESS || !commutative)
         return 0;
-    return named_type(type) || !predefined_op(op);
-}
-
-/* A predefined operation on a derived datatype goes to the MPI library. */
-static int op_fits_type(MPI_Datatype type, MPI_Op op)
-{
-    return op != MPI_OP_NULL && op != MPI_REPLACE && op != MPI_NO_OP && (named_type(type) || !predefined_op(op));
+    return 1;
 }
 
 static enum wm_alg by_size(enum wm_alg alg, double bytes)
@@ -211,8 +218,25 @@ int wm_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, 
     return bcast(buf, count, type, root, comm, request);
 }
 
-static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
-                     MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+/* Elements of a reduce-scatter's whole vector (`counts` NULL: `count` per
+ * rank), or -1 where MPI would reject the counts or they pass INT_MAX. */
+static int64_t scatter_total(const struct wm_comm *wc, int count, const int *counts)
+{
+    if (!counts)
+        return count < 0 || (int64_t)count * wc->size > INT_MAX ? -1 : (int64_t)count * wc->size;
+    int64_t total = 0;
+    for (int r = 0; r < wc->size; r++) {
+        if (counts[r] < 0)
+            return -1;
+        total += counts[r];
+    }
+    return total > INT_MAX ? -1 : total;
+}
+
+/* Allreduce, reduce, reduce_scatter_block (`count` per rank) and
+ * reduce_scatter (`counts`). */
+static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int count, const int *counts,
+                     MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
 {
     double t0 = PMPI_Wtime();
     const struct wm_comm *wc;
@@ -223,66 +247,87 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
     enum wm_reduce_mode mode = coll == WM_ALLREDUCE ? WM_TO_ALL : coll == WM_REDUCE ? WM_TO_ROOT
                                                                                      : WM_SCATTER_BLOCKS;
     int typed = type_size(type, &size);
+    int64_t total = count;
     if (alg != WM_ALG_MPI) {
-        if (count < 0 || !typed || !reducible(type, op))
+        if (mode == WM_SCATTER_BLOCKS)
+            total = scatter_total(wc, count, counts);
+        if (total < 0 || !typed || !reducible(type, op))
             alg = WM_ALG_MPI;
         else if (mode == WM_TO_ROOT && (root < 0 || root >= wc->size ||
                                         (sendbuf == MPI_IN_PLACE && wc->rank != root)))
             alg = WM_ALG_MPI;
     }
-    double bytes = (double)count * size * (mode == WM_SCATTER_BLOCKS && wc ? wc->size : 1);
+    double bytes = alg != WM_ALG_MPI ? (double)total * size
+                   : (double)count * size * (coll == WM_REDUCE_SCATTER_BLOCK && wc ? wc->size : 1);
     alg = nonblocking(decide(wc, coll, alg, bytes), request);
     if (alg == WM_ALG_MULTILANE)
-        SCHEDULE(rc, wc, comm, request, wm_reduce_multilane, sendbuf, recvbuf, count, type, op, mode, root);
+        SCHEDULE(rc, wc, comm, request, wm_reduce_multilane, sendbuf, recvbuf, count, counts, type, op, mode,
+                 root);
     else if (alg == WM_ALG_SINGLELANE)
-        rc = wm_reduce_singlelane(wc, sendbuf, recvbuf, count, type, op, mode, root);
+        rc = wm_reduce_singlelane(wc, sendbuf, recvbuf, count, counts, type, op, mode, root);
     else if (mode == WM_TO_ALL)
         rc = request ? adopt(PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request), comm, request)
                      : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     else if (mode == WM_TO_ROOT)
         rc = request ? adopt(PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request), comm, request)
                      : PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-    else
+    else if (coll == WM_REDUCE_SCATTER_BLOCK)
         rc = request ? adopt(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, type, op, comm, request), comm,
                              request)
                      : PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm);
+    else
+        rc = request ? adopt(PMPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, op, comm, request), comm,
+                             request)
+                     : PMPI_Reduce_scatter(sendbuf, recvbuf, counts, type, op, comm);
     record(coll, alg, bytes, t0, request);
     return rc;
 }
 
 int wm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
 {
-    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, NULL);
+    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
 }
 
 int wm_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
               MPI_Comm comm)
 {
-    return reduction(WM_REDUCE, sendbuf, recvbuf, count, type, op, root, comm, NULL);
+    return reduction(WM_REDUCE, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL);
 }
 
 int wm_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type,
                             MPI_Op op, MPI_Comm comm)
 {
-    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, NULL);
+    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, NULL);
+}
+
+int wm_reduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts, MPI_Datatype type, MPI_Op op,
+                      MPI_Comm comm)
+{
+    return reduction(WM_REDUCE_SCATTER, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, NULL);
 }
 
 int wm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                   MPI_Request *request)
 {
-    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, request);
+    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
 }
 
 int wm_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                MPI_Comm comm, MPI_Request *request)
 {
-    return reduction(WM_REDUCE, sendbuf, recvbuf, count, type, op, root, comm, request);
+    return reduction(WM_REDUCE, sendbuf, recvbuf, count, NULL, type, op, root, comm, request);
 }
 
 int wm_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                              MPI_Comm comm, MPI_Request *request)
 {
-    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, request);
+    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, request);
+}
+
+int wm_ireduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts, MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm, MPI_Request *request)
+{
+    return reduction(WM_REDUCE_SCATTER, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, request);
 }
 
 /* Runs an allgather(v) whose arguments were checked, on the chosen path. */
@@ -761,6 +806,12 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, 
                              MPI_Op op, MPI_Comm comm)
 {
     return wm_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+}
+
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm)
+{
+    return wm_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
 }
 
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,

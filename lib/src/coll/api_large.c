@@ -93,6 +93,20 @@ int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count rec
                            : PMPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, type, op, comm);
 }
 
+int MPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[], MPI_Datatype type,
+                         MPI_Op op, MPI_Comm comm)
+{
+    int n, rc, ok, *recv = room(comm, 1, &n);
+    ok = recv && recvcounts;
+    for (int i = 0; ok && i < n; i++)
+        if ((ok = fits(recvcounts[i])))
+            recv[i] = (int)recvcounts[i];
+    rc = ok ? wm_reduce_scatter(sendbuf, recvbuf, recv, type, op, comm)
+            : PMPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, type, op, comm);
+    free(recv);
+    return rc;
+}
+
 int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {

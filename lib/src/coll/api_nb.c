@@ -26,6 +26,12 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     return wm_ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request);
 }
 
+int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                        MPI_Comm comm, MPI_Request *request)
+{
+    return wm_ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request);
+}
+
 int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {

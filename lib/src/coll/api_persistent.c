@@ -14,6 +14,8 @@ int MPIX_Allreduce_init(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Com
 int MPIX_Reduce_init(const void *, void *, int, MPI_Datatype, MPI_Op, int, MPI_Comm, MPI_Info, MPI_Request *);
 int MPIX_Reduce_scatter_block_init(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info,
                                    MPI_Request *);
+int MPIX_Reduce_scatter_init(const void *, void *, const int[], MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info,
+                             MPI_Request *);
 int MPIX_Allgather_init(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm, MPI_Info,
                         MPI_Request *);
 int MPIX_Allgatherv_init(const void *, int, MPI_Datatype, void *, const int[], const int[], MPI_Datatype, MPI_Comm,
@@ -62,6 +64,15 @@ int INIT(Reduce_scatter_block)(const void *sendbuf, void *recvbuf, int recvcount
 {
     (void)info;
     return reduction(WM_P_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, request);
+}
+
+int INIT(Reduce_scatter)(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                         MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    (void)info;
+    struct wm_persist_args a = { .kind = WM_P_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                                 .recvcounts = recvcounts, .recvtype = type, .op = op, .comm = comm };
+    return wm_persist_init(&a, request);
 }
 
 /* Allgather and alltoall: one send and one receive (count, type). */

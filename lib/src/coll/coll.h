@@ -28,13 +28,16 @@ int wm_bcast_singlelane(const struct wm_comm *wc, void *buf, int count, MPI_Data
 enum wm_reduce_mode {
     WM_TO_ALL,          /* MPI_Allreduce */
     WM_TO_ROOT,         /* MPI_Reduce */
-    WM_SCATTER_BLOCKS,  /* MPI_Reduce_scatter_block: `count` elements per rank */
+    WM_SCATTER_BLOCKS,  /* MPI_Reduce_scatter(_block): counts[r] elements to rank r, in rank order
+                           (`counts` NULL: `count` each) */
 };
-/* Commutative operations only (the caller checks). */
+/* Commutative operations only (the caller checks). `counts`: reduce-scatter
+ * only, the same on every rank. */
 int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, void *recvbuf,
-                        int count, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
+                        int count, const int *counts, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode,
+                        int root);
 int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
-                         MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
+                         const int *counts, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root);
 
 /* Allgatherv (and Allgather: equal counts, displacements r * count). */
 int wm_allgatherv_multilane(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, int sendcount,
@@ -144,6 +147,8 @@ int wm_layout(MPI_Datatype type, int count, struct wm_layout *out);
 void *wm_alloc_elements(const struct wm_layout *l, int64_t count, void **base);
 /* Copies `count` elements (any datatype) from src to dst. */
 int wm_copy_elements(void *dst, const void *src, int count, MPI_Datatype type, const struct wm_layout *l);
+/* Whether the MPI defines a predefined `op` on a named `type` (op_check.c). */
+int wm_op_defined(MPI_Datatype type, MPI_Op op);
 
 /* ---- blocks of the v-collectives (blocks.c) ---- */
 

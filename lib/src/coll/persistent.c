@@ -70,6 +70,8 @@ static int start_round(const struct wm_persist_args *a, MPI_Request *round)
         return wm_ireduce(a->sendbuf, a->recvbuf, a->recvcount, a->recvtype, a->op, a->root, a->comm, round);
     case WM_P_REDUCE_SCATTER_BLOCK:
         return wm_ireduce_scatter_block(a->sendbuf, a->recvbuf, a->recvcount, a->recvtype, a->op, a->comm, round);
+    case WM_P_REDUCE_SCATTER:
+        return wm_ireduce_scatter(a->sendbuf, a->recvbuf, a->recvcounts, a->recvtype, a->op, a->comm, round);
     case WM_P_ALLGATHER:
         return wm_iallgather(a->sendbuf, a->sendcount, a->sendtype, a->recvbuf, a->recvcount, a->recvtype, a->comm,
                              round);

@@ -13,7 +13,7 @@
 #include <mpi.h>
 
 enum wm_persist_kind { WM_P_BCAST, WM_P_ALLREDUCE, WM_P_REDUCE, WM_P_REDUCE_SCATTER_BLOCK, WM_P_ALLGATHER,
-                       WM_P_ALLGATHERV, WM_P_ALLTOALL, WM_P_ALLTOALLV };
+                       WM_P_ALLGATHERV, WM_P_ALLTOALL, WM_P_ALLTOALLV, WM_P_REDUCE_SCATTER };
 
 /* The arguments of MPI_<kind>_init, kept for every start (a broadcast's
  * buffer, count and type are the receive ones). */

@@ -70,10 +70,15 @@ struct red {
     MPI_Op op;
     struct wm_layout l;
     const char *in;             /* the whole input vector */
-    int count;                  /* elements per vector (reduce-scatter: per block) */
-    int64_t chunk, per_block, pieces;
+    int count;                  /* elements per vector (reduce-scatter: the whole vector's) */
+    int64_t chunk, pieces;
+    /* reduce-scatter: block b (rank b's) starts at element block_first[b]
+     * and is cut into pieces first_piece[b] .. first_piece[b + 1] - 1;
+     * piece p belongs to block piece_block[p] */
+    int64_t *block_first, *first_piece;
+    int *piece_block;
     char *out;                  /* where F lands for my outputs, element 0 = out_first */
-    int64_t out_first;
+    int64_t out_first, out_count;
     struct piece *piece;        /* [pieces] */
     size_t slot_bytes;
     int homed;                  /* allreduce over 3+ clusters: piece p combined in cluster p mod C only */
@@ -85,21 +90,23 @@ struct red {
 
 /* ---- geometry ---- */
 
+static int block_rank(const struct red *r, int64_t p) { return r->piece_block[p]; }
+
 static int64_t piece_offset(const struct red *r, int64_t p)
 {
-    if (r->mode == WM_SCATTER_BLOCKS)
-        return (p / r->per_block) * r->count + (p % r->per_block) * r->chunk;
+    if (r->mode == WM_SCATTER_BLOCKS) {
+        int b = block_rank(r, p);
+        return r->block_first[b] + (p - r->first_piece[b]) * r->chunk;
+    }
     return p * r->chunk;
 }
 
 static int piece_count(const struct red *r, int64_t p)
 {
-    int64_t end = r->mode == WM_SCATTER_BLOCKS ? (p / r->per_block + 1) * (int64_t)r->count : r->count;
+    int64_t end = r->mode == WM_SCATTER_BLOCKS ? r->block_first[block_rank(r, p) + 1] : r->count;
     int64_t left = end - piece_offset(r, p);
     return (int)(left < r->chunk ? left : r->chunk);
 }
-
-static int block_rank(const struct red *r, int64_t p) { return (int)(p / r->per_block); }
 
 static int is_home(const struct red *r, int x, int64_t p)
 {
@@ -513,26 +520,71 @@ static int reduce_end(void *state, int rc)
     struct red *r = &run->r;
     unpace_allreduce(&run->pacing, r->wc);
     if (rc == MPI_SUCCESS && run->out_base)
-        rc = wm_copy_elements(run->recvbuf, r->out, r->count, r->type, &r->l);
+        rc = wm_copy_elements(run->recvbuf, r->out, (int)r->out_count, r->type, &r->l);
     free(run->out_base);
+    free(r->block_first);
+    free(r->piece_block);
     free(r->piece);
     free(run->slab);
     free(run);
     return rc;
 }
 
+/* Reduce-scatter: the blocks and their pieces (struct red). Equal blocks
+ * (`counts` NULL: `count` each) are cut alike, in chunks that keep every
+ * block's pieces within the tags; irregular ones in chunks of one size for
+ * the whole vector, so a small block is one small piece and a large one
+ * many. The geometry is the same on every rank (the counts are). */
+static void cut_blocks(struct red *r, const int *counts, int count, int64_t chunk_elems)
+{
+    const struct wm_comm *wc = r->wc;
+    int P = wc->size;
+    r->block_first = malloc(sizeof(int64_t) * (2 * (size_t)P + 2));
+    if (!r->block_first)
+        wm_fatal("out of memory for a reduce-scatter of %d ranks", P);
+    r->first_piece = r->block_first + P + 1;
+    r->block_first[0] = 0;
+    for (int b = 0; b < P; b++)
+        r->block_first[b + 1] = r->block_first[b] + (counts ? counts[b] : count);
+    int64_t total = r->block_first[P], limit = (wc->tag_ub < (1 << 20) ? wc->tag_ub : (1 << 20)) / 2;
+    if (!counts)
+        wm_pieces(wc, count, chunk_elems, 2 * (int64_t)P, &r->chunk);
+    else                            /* a piece per block more at most than the whole vector's */
+        for (r->chunk = chunk_elems < 1 ? 1 : chunk_elems; (total + r->chunk - 1) / r->chunk + P > limit && r->chunk < total;)
+            r->chunk *= 2;
+    r->first_piece[0] = 0;
+    for (int b = 0; b < P; b++) {
+        int64_t n = r->block_first[b + 1] - r->block_first[b];
+        r->first_piece[b + 1] = r->first_piece[b] + (n + r->chunk - 1) / r->chunk;
+    }
+    r->pieces = r->first_piece[P];
+    r->piece_block = malloc(sizeof(int) * (size_t)(r->pieces ? r->pieces : 1));
+    if (!r->piece_block)
+        wm_fatal("out of memory for a reduce-scatter of %lld pieces", (long long)r->pieces);
+    for (int b = 0; b < P; b++)
+        for (int64_t p = r->first_piece[b]; p < r->first_piece[b + 1]; p++)
+            r->piece_block[p] = b;
+}
+
 int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, void *recvbuf,
-                        int count, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root)
+                        int count, const int *counts, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode,
+                        int root)
 {
     struct red_run *run = calloc(1, sizeof *run);
     if (!run)
         wm_fatal("out of memory (reduction)");
     struct red *r = &run->r;
-    *r = (struct red){ .wc = wc, .mode = mode, .root = root, .type = type, .op = op, .count = count,
+    int64_t total = count;
+    if (mode == WM_SCATTER_BLOCKS) {
+        total = 0;
+        for (int b = 0; b < wc->size; b++)
+            total += counts ? counts[b] : count;
+    }
+    *r = (struct red){ .wc = wc, .mode = mode, .root = root, .type = type, .op = op, .count = (int)total,
                        .homed = mode == WM_TO_ALL && wc->nclusters >= 3 };
     run->recvbuf = recvbuf;
-    int rc = wm_layout(type, count, &r->l);
-    if (rc != MPI_SUCCESS || count == 0 || r->l.size == 0) {
+    int rc = wm_layout(type, (int)total, &r->l);
+    if (rc != MPI_SUCCESS || total == 0 || r->l.size == 0) {
         free(run);
         return wm_sched_fail(s, rc);
     }
@@ -540,19 +592,17 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
     int in_place = sendbuf == MPI_IN_PLACE;
     r->in = in_place ? recvbuf : sendbuf;
     int64_t chunk_elems = (int64_t)(wm_chunk_bytes() / (size_t)r->l.size);
-    if (mode == WM_SCATTER_BLOCKS) {
-        r->per_block = wm_pieces(wc, count, chunk_elems, 2 * (int64_t)wc->size, &r->chunk);
-        r->pieces = r->per_block * wc->size;
-    } else {
-        r->pieces = wm_pieces(wc, count, chunk_elems, 2, &r->chunk);
-        r->per_block = r->pieces;
-    }
+    if (mode == WM_SCATTER_BLOCKS)
+        cut_blocks(r, counts, count, chunk_elems);
+    else
+        r->pieces = wm_pieces(wc, total, chunk_elems, 2, &r->chunk);
 
     /* where my results go: straight into recvbuf unless the input lives there */
     int has_output = mode == WM_TO_ALL || (mode == WM_TO_ROOT && me == root) || mode == WM_SCATTER_BLOCKS;
     if (has_output) {
-        r->out_first = mode == WM_SCATTER_BLOCKS ? (int64_t)me * count : 0;
-        r->out = in_place ? wm_alloc_elements(&r->l, count, &run->out_base) : recvbuf;
+        r->out_first = mode == WM_SCATTER_BLOCKS ? r->block_first[me] : 0;
+        r->out_count = mode == WM_SCATTER_BLOCKS ? r->block_first[me + 1] - r->block_first[me] : total;
+        r->out = in_place ? wm_alloc_elements(&r->l, r->out_count, &run->out_base) : recvbuf;
     }
     char *next;
     run->slab = allocate_slots(r, &next);
@@ -570,14 +620,22 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
 /* ---- single lane ---- */
 
 int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
-                         MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root)
+                         const int *counts, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root)
 {
     struct wm_layout l;
     int rc = wm_layout(type, count, &l);
     if (rc != MPI_SUCCESS)
         return rc;
     int me = wc->rank, leader = wc->my_index == 0;
-    int64_t total = mode == WM_SCATTER_BLOCKS ? (int64_t)count * wc->size : count;
+    int64_t total = count, mine_first = 0;      /* reduce-scatter: my block's first element */
+    if (mode == WM_SCATTER_BLOCKS) {
+        total = 0;
+        for (int b = 0; b < wc->size; b++) {
+            if (b == me)
+                mine_first = total;
+            total += counts ? counts[b] : count;
+        }
+    }
     const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     /* the whole vector's result lands in `work` at the leaders (and everywhere for allreduce) */
     void *work_base = NULL;
@@ -603,7 +661,7 @@ int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *re
     if ((rc = PMPI_Bcast(work, (int)total, type, 0, wc->local)) != MPI_SUCCESS)
         goto out;
     if (mode == WM_SCATTER_BLOCKS)
-        rc = wm_copy_elements(recvbuf, work + (int64_t)me * count * l.extent, count, type, &l);
+        rc = wm_copy_elements(recvbuf, work + mine_first * l.extent, counts ? counts[me] : count, type, &l);
     else if (work != recvbuf)
         rc = wm_copy_elements(recvbuf, work, count, type, &l);
 out:

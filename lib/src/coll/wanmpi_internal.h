@@ -10,6 +10,8 @@ int wm_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
               MPI_Comm comm);
 int wm_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type,
                             MPI_Op op, MPI_Comm comm);
+int wm_reduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts, MPI_Datatype type, MPI_Op op,
+                      MPI_Comm comm);
 int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm);
 int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
@@ -39,6 +41,8 @@ int wm_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
                MPI_Comm comm, MPI_Request *request);
 int wm_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                              MPI_Comm comm, MPI_Request *request);
+int wm_ireduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts, MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm, MPI_Request *request);
 int wm_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
 int wm_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,

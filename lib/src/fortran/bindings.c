@@ -57,6 +57,17 @@ FORTRAN_NAMES(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
                MPI_Fint *comm, MPI_Fint *ierr),
               (sendbuf, recvbuf, recvcount, type, op, comm, ierr))
 
+void mpi_reduce_scatter_(const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type,
+                         MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    set(ierr, wm_reduce_scatter(send_buffer(sendbuf), buffer(recvbuf), recvcounts, MPI_Type_f2c(*type),
+                                MPI_Op_f2c(*op), MPI_Comm_f2c(*comm)));
+}
+FORTRAN_NAMES(mpi_reduce_scatter, MPI_REDUCE_SCATTER,
+              (const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type, MPI_Fint *op,
+               MPI_Fint *comm, MPI_Fint *ierr),
+              (sendbuf, recvbuf, recvcounts, type, op, comm, ierr))
+
 void mpi_scan_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
                MPI_Fint *ierr)
 {

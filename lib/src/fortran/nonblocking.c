@@ -11,8 +11,8 @@
  * return are ours (generalized requests): fortran/progress.c binds the
  * completion calls so that a Fortran MPI_WAIT advances them.
  *
- * Calls libwanmpi may take later (mpi_ireduce_scatter_, mpi_ialltoallw_,
- * their _init) belong in the list below, one binding each. */
+ * Calls libwanmpi may take later (mpi_ialltoallw_, its _init) belong in the
+ * list below, one binding each. */
 #include <mpi.h>
 
 #include "arguments.h"
@@ -77,6 +77,19 @@ FORTRAN_NAMES(mpi_ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,
               (const void *sendbuf, void *recvbuf, MPI_Fint *recvcount, MPI_Fint *type, MPI_Fint *op,
                MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr),
               (sendbuf, recvbuf, recvcount, type, op, comm, request, ierr))
+
+void mpi_ireduce_scatter_(const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type,
+                          MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
+{
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = wm_ireduce_scatter(send_buffer(sendbuf), buffer(recvbuf), recvcounts, MPI_Type_f2c(*type),
+                                MPI_Op_f2c(*op), MPI_Comm_f2c(*comm), &r);
+    out(rc, r, request, ierr);
+}
+FORTRAN_NAMES(mpi_ireduce_scatter, MPI_IREDUCE_SCATTER,
+              (const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type, MPI_Fint *op,
+               MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr),
+              (sendbuf, recvbuf, recvcounts, type, op, comm, request, ierr))
 
 void mpi_iallgather_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
                      MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
@@ -221,6 +234,21 @@ INIT_NAMES(reduce_scatter_block, REDUCE_SCATTER_BLOCK,
            (const void *sendbuf, void *recvbuf, MPI_Fint *recvcount, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
             MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr),
            (sendbuf, recvbuf, recvcount, type, op, comm, info, request, ierr))
+
+/* The counts are kept by address, as MPI requires them to stay valid. */
+static void reduce_scatter_init(const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type,
+                                MPI_Fint *op, MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
+{
+    (void)info;
+    struct wm_persist_args a = { .kind = WM_P_REDUCE_SCATTER, .sendbuf = send_buffer(sendbuf),
+                                 .recvbuf = buffer(recvbuf), .recvcounts = recvcounts,
+                                 .recvtype = MPI_Type_f2c(*type), .op = MPI_Op_f2c(*op) };
+    init(&a, comm, request, ierr);
+}
+INIT_NAMES(reduce_scatter, REDUCE_SCATTER,
+           (const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type, MPI_Fint *op,
+            MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr),
+           (sendbuf, recvbuf, recvcounts, type, op, comm, info, request, ierr))
 
 /* Allgather and alltoall: one send and one receive (count, type). */
 static void exchange(enum wm_persist_kind kind, const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype,

@@ -27,7 +27,7 @@ from .job_output import job_rows
 from .results import exit_status, finish, now_iso, rules_settings
 from .runner import Runner
 
-OPS = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block", "alltoall", "alltoallv",
+OPS = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block", "reduce_scatter", "alltoall", "alltoallv",
        "alltoallw", "gather", "gatherv", "scatter", "scatterv", "scan", "exscan",
        "ibcast", "iallreduce", "iallgather", "ialltoall")     # nonblocking: MPI_I<op>, then MPI_Wait
 # the single-lane baseline (a nonblocking call follows its blocking one; alltoallw has one algorithm of ours)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 NETNS_PREFIX = "wm-"
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block", "barrier",
-               "gather", "gatherv", "scatter", "scatterv", "scan", "exscan")
+               "gather", "gatherv", "scatter", "scatterv", "scan", "exscan", "reduce_scatter")
 ALLTOALLS = ("alltoall", "alltoallv", "alltoallw")  # rate-managed (lib/src/coll/alltoall.c, alltoallw.c)
 UNPACED = ("alltoallw",)                           # scheduled or mpi: no paced algorithm
 RELAY_INSIDE_PORT = 7400            # where a relay takes its cluster's connections
