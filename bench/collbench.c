@@ -138,6 +138,21 @@ static int *irregular(long n, int size)
     return counts;
 }
 
+/* MPI_Reduce_scatter of n ints in all, the blocks irregular. Returns 0 if wrong. */
+static int run_reduce_scatter(int *a, int *b, long n, int rank, int size, int check)
+{
+    int *counts = irregular(n, size), first = counts[size + rank], ok = 1;
+    long total = counts[size + size - 1] + counts[size - 1];
+    if (check)
+        for (long i = 0; i < total; i++) a[i] = (int)(i % 977) + rank;
+    MPI_Reduce_scatter(a, b, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (check)
+        for (long i = 0; i < counts[rank]; i++)
+            ok &= b[i] == (int)((first + i) % 977) * size + size * (size - 1) / 2;
+    free(counts);
+    return ok;
+}
+
 /* Gather(v) or scatter(v) of n ints in all at `root` (v: irregular blocks).
  * Returns 0 if wrong. */
 static int run_rooted(int gather, int v, int *a, int *b, long n, int root, int rank, int size, int check)
@@ -250,16 +265,7 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
             for (long i = 0; i < per; i++)
                 if (b[i] != (int)((rank * per + i) % 977) * size + size * (size - 1) / 2) return 0;
     } else if (!strcmp(op, "reduce_scatter")) {
-        int *counts = irregular(n, size), first = counts[size + rank], ok = 1;
-        long total = counts[size + size - 1] + counts[size - 1];
-        if (check)
-            for (long i = 0; i < total; i++) a[i] = (int)(i % 977) + rank;
-        MPI_Reduce_scatter(a, b, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-        if (check)
-            for (long i = 0; i < counts[rank]; i++)
-                ok &= b[i] == (int)((first + i) % 977) * size + size * (size - 1) / 2;
-        free(counts);
-        return ok;
+        return run_reduce_scatter(a, b, n, rank, size, check);
     } else if (!strncmp(op, "alltoall", 8)) {
         return run_alltoall(op[8], a, b, per, rank, size, check);
     } else {
