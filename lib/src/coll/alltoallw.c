@@ -7,8 +7,9 @@
  *
  *   block bytes          travels as
  *   0                    nothing
- *   under WANMPI_CHUNK   one message, in the user's (count, datatype)
- *   more                 pieces of WANMPI_CHUNK bytes (MPI_BYTE, under the
+ *   under WANMPI_CHUNK,  one message, in the user's (count, datatype)
+ *   or past INT_MAX
+ *   the others           pieces of WANMPI_CHUNK bytes (MPI_BYTE, under the
  *                        eager limit like every other schedule's), the last
  *                        one shorter (empty if need be): straight from
  *                        (into) the user's buffer where the datatype is
@@ -91,7 +92,7 @@ static int describe(struct alltoallw *w, const struct wm_comm *wc, int send, cha
         *b = (struct wm_a2a_block){ buf, 0, 1, type, l.extent, 1 };
         return MPI_SUCCESS;
     }
-    if (bytes < (int64_t)wm_chunk_bytes()) {
+    if (bytes < (int64_t)wm_chunk_bytes() || bytes > INT32_MAX) {
         *b = (struct wm_a2a_block){ buf, count, INT32_MAX, type, l.extent, 1 };
         return MPI_SUCCESS;
     }

@@ -5,20 +5,20 @@
  * ours gains nothing: a communicator in one cluster or an intercommunicator
  * (wm_comm), MPI_IN_PLACE (the schedule needs a separate send buffer; the
  * MPI's own exchanges in place), counts or datatypes MPI would reject
- * (negative, MPI_DATATYPE_NULL), a block of INT_MAX bytes or more,
- * WANMPI_ALLTOALLW=mpi or a rule that says mpi. One algorithm of ours
- * (`scheduled`), no `paced` as for the alltoall(v): that would be the MPI's
- * own alltoallw with the sockets paced, and the scheduled one is paced too.
- * Its sizes differ by rank, so no size enters the choice (as for the
- * alltoallv): every rank must take the same path. */
+ * (negative, MPI_DATATYPE_NULL), WANMPI_ALLTOALLW=mpi or a rule that says
+ * mpi. Only what every rank sees alike (or what MPI rejects at once)
+ * decides: a block past INT_MAX bytes between two ranks must not send them
+ * to the MPI while the others run ours (it travels in one message).
+ *
+ * One algorithm of ours (`scheduled`), no `paced` as for the alltoall(v):
+ * that would be the MPI's own alltoallw with the sockets paced, and the
+ * scheduled one is paced too. Its sizes differ by rank, so no size enters
+ * the choice (as for the alltoallv): every rank must take the same path. */
 #include "coll.h"
 #include "entry.h"
 #include "wanmpi_internal.h"
 
-#include <limits.h>
-
-/* Bytes of every block of one side, or -1 if MPI would reject one of them
- * (or a block reaches INT_MAX bytes). */
+/* Bytes of every block of one side, or -1 if MPI would reject one of them. */
 static double side_bytes(int n, const int *counts, const int *displs, const MPI_Datatype *types)
 {
     double total = 0;
@@ -26,8 +26,7 @@ static double side_bytes(int n, const int *counts, const int *displs, const MPI_
         return -1;
     for (int p = 0; p < n; p++) {
         int size = 0;
-        if (counts[p] < 0 || types[p] == MPI_DATATYPE_NULL || PMPI_Type_size(types[p], &size) != MPI_SUCCESS ||
-            (double)counts[p] * size >= INT_MAX)
+        if (counts[p] < 0 || types[p] == MPI_DATATYPE_NULL || PMPI_Type_size(types[p], &size) != MPI_SUCCESS)
             return -1;
         total += (double)counts[p] * size;
     }

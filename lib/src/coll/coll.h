@@ -80,7 +80,7 @@ int wm_alltoallv_scheduled(struct wm_sched *s, const struct wm_comm *wc, const v
 int wm_alltoall_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, int scount,
                           MPI_Datatype stype, void *recvbuf, int rcount, MPI_Datatype rtype);
 /* Alltoallw (alltoallw.c): byte displacements, a datatype per peer on both
- * sides; arguments already checked (every block under INT_MAX bytes). The
+ * sides; arguments already checked. The
  * blocking call paces like the alltoallv (wm_alltoallw_run). */
 int wm_alltoallw_scheduled(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf,
                            const int *scounts, const int *sdispls, const MPI_Datatype *stypes, void *recvbuf,
