@@ -364,3 +364,15 @@ def test_fortran_alltoallw_reaches_wanmpi(two_clusters, tmp_path, mpi):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "alltoallw_f90: ok" in done.stdout
     assert calls(stats(tmp_path), "alltoallw", "scheduled") == 8, "the Fortran call did not reach libwanmpi"
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_zero_counts_with_null_buffers(two_clusters, mpi):
+    """tests/programs/nullbufs: every wrapped collective with count 0 and NULL
+    buffers (legal; MPICH's own coll/gather test does MPI_Gather(NULL, 0,
+    ...)), ours forced where there is a choice, world and a split: each
+    returns MPI_SUCCESS (a gather of ours once stopped with "out of memory:
+    0 bytes")."""
+    done = run(mpi, "nullbufs", map="interleave", env=ROOTED_OURS, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nullbufs: ok" in done.stdout

@@ -112,7 +112,7 @@ def test_explicit_setting_wins_over_the_rules(two_clusters, tmp_path):
     ("wanmpi-rules 1\nallreduce multilane delay=10\n", "line 2: delay: '10' has no valid unit (with us, ms or s)"),
     ("wanmpi-rules 1\nalltoallv scheduled bytes=1M-\n", "line 2: alltoallv rules cannot have a bytes condition"),
     ("wanmpi-rules 1\nalltoall multilane\n", "line 2: unknown algorithm 'multilane' for alltoall"),
-    ("wanmpi-rules 1\nalltoallw mpi\n", "line 2: unknown collective 'alltoallw'"),
+    ("wanmpi-rules 1\nneighbor_alltoall mpi\n", "line 2: unknown collective 'neighbor_alltoall'"),
     ("wanmpi-rules 1\ngatherv mpi bytes=-1K\n", "line 2: gatherv rules cannot have a bytes condition"),
     ("wanmpi-rules 1\nbcast mpi ranks=8 ranks=4\n", "line 2: condition 'ranks' given twice"),
     ("wanmpi-rules 1\nbcast mpi mpi=intel\n", "line 2: mpi=intel: expected openmpi or mpich"),

@@ -25,8 +25,9 @@ int64_t wm_blocks(int n, const void *buf, const int *counts, const int *displs, 
         at[b] = packed ? total : (int64_t)displs[b] * l->extent;
         total += len[b];
     }
+    /* in place, buf may be NULL: MPI_BOTTOM, or no data at all (MPI_Gather(NULL, 0, ...)) */
     *data = packed ? malloc((size_t)(total ? total : 1)) : (char *)buf + l->true_lb;
-    if (!*data)
+    if (packed && !*data)
         wm_fatal("out of memory: %lld bytes for a collective's blocks", (long long)total);
     return total;
 }
