@@ -110,7 +110,7 @@ def test_routes_go_around_a_missing_link():
     (GOOD + "[collectives]\nsmall = \"-1KB\"\n", "collectives.small", "negative size"),
     (GOOD + "[collectives]\nbcast = \"fastest\"\n", "collectives.bcast", "not an algorithm"),
     (GOOD + "[collectives]\nalltoall = \"multilane\"\n", "collectives.alltoall", "not an algorithm"),
-    (GOOD + "[collectives]\nalltoallw = \"mpi\"\n", "collectives.alltoallw", "unknown key"),
+    (GOOD + "[collectives]\nneighbor_alltoall = \"mpi\"\n", "collectives.neighbor_alltoall", "unknown key"),
     (GOOD + "[pacing]\nalltoall = \"fast\"\n", "pacing.alltoall", "not an all-to-all rate"),
     (GOOD + "[pacing]\ndivisor = 0\n", "pacing.divisor", ""),
     ('[[cluster]]\nname = "a"\nrelays = 17\n[[cluster]]\nname = "b"\nrelays = 1\n', "cluster[0].relays", "outside [0, 16]"),

@@ -81,7 +81,7 @@ def test_tune_writes_rules_that_parse_and_a_job_runs_with(two_clusters, tmp_path
 
 
 @pytest.mark.parametrize("args, problem", [
-    (["--ops", "bcast,alltoallw"], "--ops: unknown 'alltoallw'"),
+    (["--ops", "bcast,neighbor_alltoall"], "--ops: unknown 'neighbor_alltoall'"),
     (["--sizes", "64,4Q"], "--sizes: '4Q' is not a size"),
     (["--sizes", "0"], "--sizes: '0' is not a size"),
     (["--mpis", "lam"], "--mpis: unknown 'lam'"),

@@ -105,7 +105,7 @@ def test_a_rules_file_reads_back_in_base_units():
 @pytest.mark.parametrize("line, problem", [
     ("bcast fast", "line 2: unknown algorithm 'fast' for bcast (expected multilane, singlelane or mpi)"),
     ("alltoall multilane", "line 2: unknown algorithm 'multilane' for alltoall (expected scheduled, paced or mpi)"),
-    ("alltoallw mpi", "line 2: unknown collective 'alltoallw'"),
+    ("neighbor_alltoall mpi", "line 2: unknown collective 'neighbor_alltoall'"),
     ("bcast mpi delay=5", "line 2: delay='5': missing unit"),
     ("bcast mpi bytes=4Q", "line 2: bytes='4Q': unknown unit 'Q'"),
     ("bcast mpi bytes=8K-4K", "line 2: bytes='8K-4K': empty range"),

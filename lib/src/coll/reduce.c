@@ -622,10 +622,6 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
 int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *recvbuf, int count,
                          const int *counts, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode, int root)
 {
-    struct wm_layout l;
-    int rc = wm_layout(type, count, &l);
-    if (rc != MPI_SUCCESS)
-        return rc;
     int me = wc->rank, leader = wc->my_index == 0;
     int64_t total = count, mine_first = 0;      /* reduce-scatter: my block's first element */
     if (mode == WM_SCATTER_BLOCKS) {
@@ -636,6 +632,11 @@ int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *re
             total += counts ? counts[b] : count;
         }
     }
+    /* the layout of the whole vector: a type with holes is contiguous for one element only */
+    struct wm_layout l;
+    int rc = wm_layout(type, (int)total, &l);
+    if (rc != MPI_SUCCESS)
+        return rc;
     const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     /* the whole vector's result lands in `work` at the leaders (and everywhere for allreduce) */
     void *work_base = NULL;
