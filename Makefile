@@ -22,7 +22,7 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-esse
 	environment-modules lua5.3 lua-posix lua-filesystem lua-json lua-term tcl systemd \
 	wireguard-go wireguard-tools
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
-	tests/programs/collcheck.c tests/programs/persistcheck.c tests/programs/nullbufs.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/alltoallwcheck.c tests/programs/pacecheck.c \
+	tests/programs/collcheck.c tests/programs/persistcheck.c tests/programs/nullbufs.c tests/programs/newcomms.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/alltoallwcheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
 	tests/programs/udpcheck.c tests/programs/rmacheck.c tests/programs/rulesplit.c tests/programs/fence.c \
 	bench/steps.c bench/overlap.c

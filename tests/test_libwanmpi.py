@@ -15,6 +15,7 @@ from conftest import MPIS, bring_up, program, wanmpi
 from wanmpi.testbed import net
 
 THREE = "examples/three-clusters.toml"
+TWO = "examples/two-clusters.toml"
 # gather and scatter(v) go to the MPI's own at some sizes by default, scan and exscan at all: ours at every size
 ROOTED_OURS = [f"WANMPI_{c}=multilane" for c in ("GATHER", "SCATTER", "SCATTERV", "SCAN", "EXSCAN")]
 # the collectives drawn together (the scans apart: added to the draw they would change its sequence)
@@ -376,3 +377,26 @@ def test_zero_counts_with_null_buffers(two_clusters, mpi):
     done = run(mpi, "nullbufs", map="interleave", env=ROOTED_OURS, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "nullbufs: ok" in done.stdout
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_new_communicators_cost_nothing_until_ours_runs(two_clusters, mpi):
+    """tests/programs/newcomms: 12 new communicators (duplicates, splits, a
+    create in reverse rank order), each used at once and freed. Their maps
+    are read from MPI_COMM_WORLD's identities without a message and are right
+    (the world's clusters, numbered by lowest rank in the new one). Where
+    every call goes to the MPI (a non-commutative operation), none of them
+    gets communicators of ours: only MPI_COMM_WORLD has them, made at
+    MPI_Init. With MPI_SUM each one spanning two clusters gets them once, at
+    its first call. Every result exact."""
+    bring_up(TWO)       # the module's testbed may be the three clusters' by now
+    made = {}
+    for op in ("first", "sum"):
+        done = run(mpi, "newcomms", "--op", op, "--rounds", "3", "--calls", "3", env=["WANMPI_DEBUG=1"],
+                   topology=TWO, timeout=300)
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, out
+        assert "newcomms: ok 12 communicators" in done.stdout
+        assert out.count("spans 2 clusters") == 8 + 3 * 27      # world, then per round: 8 + 8 + 8 + 3 ranks
+        made[op] = out.count("its communicators made")
+    assert made == {"first": 8, "sum": 8 + 3 * 27}

@@ -204,7 +204,7 @@ int wm_allgatherv_singlelane(const struct wm_comm *wc, const void *sendbuf, int 
     rc = PMPI_Gatherv(all + at[wc->rank], (int)len[wc->rank], MPI_BYTE, by_cluster + displs_c[X], local_counts,
                       local_displs, MPI_BYTE, 0, wc->local);
     if (rc == MPI_SUCCESS && wc->my_index == 0)
-        rc = PMPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, by_cluster, counts, displs_c, MPI_BYTE, wc->leaders);
+        rc = wm_leaders_allgatherv(wc, by_cluster, counts, displs_c);
     if (rc == MPI_SUCCESS)
         rc = PMPI_Bcast(by_cluster, (int)total, MPI_BYTE, 0, wc->local);
     if (rc != MPI_SUCCESS)

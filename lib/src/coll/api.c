@@ -39,7 +39,9 @@
 #include "../../include/wanmpi.h"
 
 /* A nonblocking call (`request` set) takes the communicator's entry only if
- * one was built (nb.h), and only where nonblocking calls of ours fit. */
+ * a blocking call of ours has made its communicators (nb.h: a nonblocking
+ * call must not wait for the other ranks), and only where nonblocking calls
+ * of ours fit. */
 static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum wm_alg *alg,
                  MPI_Request *request)
 {
@@ -50,7 +52,7 @@ static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum
         return MPI_SUCCESS;
     struct wm_comm *wc;
     if (request) {
-        if (!(wc = wm_comm_cached(comm)) || !wm_nb_room(wc))
+        if (!(wc = wm_comm_cached(comm)) || !wc->connected || !wm_nb_room(wc))
             return MPI_SUCCESS;
     } else {
         int rc = wm_comm_get(comm, &wc);
@@ -144,7 +146,7 @@ static enum wm_alg rooted_builtin(enum wm_coll c, enum wm_alg alg, double bytes)
 
 /* What runs, once the arguments have been checked: `alg` is WM_ALG_MPI if
  * only the MPI library can take the call, else the collective's setting. */
-static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg alg, double bytes)
+static enum wm_alg choose(const struct wm_comm *wc, enum wm_coll c, enum wm_alg alg, double bytes)
 {
     int rooted = c == WM_GATHER || c == WM_GATHERV || c == WM_SCATTER || c == WM_SCATTERV;
     int one_alg = rooted || c == WM_SCAN || c == WM_EXSCAN;
@@ -157,6 +159,30 @@ static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg 
     if (wm_settings()->alg_set[c])
         return builtin;
     return wm_rules_choose(wc, c, bytes, builtin);
+}
+
+/* The choice, and where it is one of ours, the communicator's communicators
+ * (made at the first call of ours on it: every rank has made the same
+ * choice). Where the MPI cannot make them
+ * (out of communicator context ids), the call is the MPI's. */
+static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg alg, double bytes)
+{
+    alg = choose(wc, c, alg, bytes);
+    if (alg == WM_ALG_MPI || wc->connected)
+        return alg;
+    int rc = wm_comm_connect((struct wm_comm *)wc);     /* the entry's cache of communicators */
+    if (rc == MPI_SUCCESS)
+        return alg;
+    static int said;
+    if (!said && wc->rank == 0) {
+        said = 1;
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        PMPI_Error_string(rc, text, &len);
+        wm_warn("the MPI could not make the communicators of a communicator of %d ranks (%s): its "
+                "collectives go to the MPI library", wc->size, text);
+    }
+    return WM_ALG_MPI;
 }
 
 /* A nonblocking call runs ours only where the blocking call would run a

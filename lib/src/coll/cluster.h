@@ -1,6 +1,7 @@
-/* Which cluster each rank of a communicator is in, and the communicators that
- * the algorithms use, built once per user communicator at its first
- * collective and cached on it as an attribute.
+/* Which cluster each rank of a communicator is in (built at its first
+ * collective without a message: identity.h), and the communicators that the
+ * algorithms use (built when one of ours first runs on it), cached on it as
+ * an attribute.
  *
  * All of libwanmpi's own traffic goes over `shadow` (a duplicate of the user's
  * communicator) and the sub-communicators split from it, never over the
@@ -12,14 +13,14 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#include "../common/cluster_map.h"      /* WM_CLUSTER_NAME_MAX */
+#include "identity.h"                  /* wm_cluster_name */
 
 struct wm_comm {
     MPI_Comm user;             /* the communicator this is cached on */
     int flat;                  /* 1: one cluster, or an intercommunicator: use PMPI */
+    int connected;             /* shadow and local exist (wm_comm_connect) */
     MPI_Comm shadow;           /* duplicate of `user`: our point-to-point traffic */
     MPI_Comm local;            /* the ranks of my cluster, in `user` rank order */
-    MPI_Comm leaders;          /* local index 0 of every cluster, cluster order; else NULL */
     int size, rank;
     int nclusters;             /* clusters numbered in order of their lowest rank */
     int my_cluster, my_index;
@@ -44,9 +45,14 @@ struct wm_comm {
     struct wm_comm *next;      /* list of live entries (freed at MPI_Finalize) */
 };
 
-/* The cached entry of `comm`, built on first use: collective over `comm`, so
- * only call it where every rank of `comm` calls it (inside a collective). */
+/* The cached entry of `comm`, built on first use: may be collective over
+ * `comm` (identity.h), so only call it where every rank of `comm` calls it
+ * (inside a collective). */
 int wm_comm_get(MPI_Comm comm, struct wm_comm **out);
+/* Creates the entry's communicators if not yet done: collective over the
+ * communicator, so call it where every rank has chosen one of our
+ * algorithms for the same call. */
+int wm_comm_connect(struct wm_comm *wc);
 /* The cached entry, or NULL if none was built yet (never collective: for
  * nonblocking calls, which must not wait for other ranks). */
 struct wm_comm *wm_comm_cached(MPI_Comm comm);
@@ -57,10 +63,6 @@ int wm_lanes(const struct wm_comm *wc, int c);
 /* B between my cluster and cluster c, bytes/s: WANMPI_WAN_RATES, else
  * WANMPI_WAN_RATE (0: unknown). */
 double wm_link_rate(const struct wm_comm *wc, int c);
-
-/* Name of cluster `g` of the job-wide table (from wm_comm.cluster_global). */
-const char *wm_cluster_name(int g);
-int wm_cluster_count(void);
 
 /* Frees every cached entry; called before PMPI_Finalize. */
 void wm_comm_release_all(void);

@@ -173,6 +173,17 @@ int wm_unpack_blocks(const struct wm_comm *wc, char *data, const int64_t *at, co
 int wm_pack_blocks(const struct wm_comm *wc, char *data, const int64_t *at, const int64_t *len, const void *sendbuf,
                    const int *sendcounts, const int *displs, MPI_Datatype sendtype, const struct wm_layout *sl);
 
+/* ---- among the clusters' leaders (leaders.c): called by the leaders only ---- */
+
+int wm_leaders_barrier(const struct wm_comm *wc);
+/* Cluster c's block (counts[c] bytes at buf + displs[c]) to every leader. */
+int wm_leaders_allgatherv(const struct wm_comm *wc, char *buf, const int *counts, const int *displs);
+/* The clusters' `work` vectors reduced in cluster order, into `work` at the
+ * leader of cluster `to`, or at every leader (`to` -1); `l`: the layout of
+ * `count` elements of `type`. */
+int wm_leaders_reduce(const struct wm_comm *wc, void *work, int count, MPI_Datatype type, MPI_Op op,
+                      const struct wm_layout *l, int to);
+
 /* Lane j of cluster c (0 <= j < wm_lanes): spread over the cluster's ranks. */
 int wm_lane_rank(const struct wm_comm *wc, int c, int j);
 

@@ -645,9 +645,8 @@ int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *re
     if ((rc = PMPI_Reduce(in, leader ? work : NULL, (int)total, type, op, 0, wc->local)) != MPI_SUCCESS)
         goto out;
     if (mode == WM_TO_ROOT) {
-        int R = wc->cluster_of[root];          /* = the rank of R's leader among the leaders */
-        if (leader && (rc = PMPI_Reduce(wc->my_cluster == R ? MPI_IN_PLACE : work, work, (int)total,
-                                        type, op, R, wc->leaders)) != MPI_SUCCESS)
+        int R = wc->cluster_of[root];
+        if (leader && (rc = wm_leaders_reduce(wc, work, (int)total, type, op, &l, R)) != MPI_SUCCESS)
             goto out;
         if (leader && wc->my_cluster == wc->cluster_of[root] && me != root)
             rc = PMPI_Send(work, count, type, root, 0, wc->shadow);
@@ -657,7 +656,7 @@ int wm_reduce_singlelane(const struct wm_comm *wc, const void *sendbuf, void *re
                                     wc->shadow, MPI_STATUS_IGNORE);
         goto out;
     }
-    if (leader && (rc = PMPI_Allreduce(MPI_IN_PLACE, work, (int)total, type, op, wc->leaders)) != MPI_SUCCESS)
+    if (leader && (rc = wm_leaders_reduce(wc, work, (int)total, type, op, &l, -1)) != MPI_SUCCESS)
         goto out;
     if ((rc = PMPI_Bcast(work, (int)total, type, 0, wc->local)) != MPI_SUCCESS)
         goto out;
