@@ -129,13 +129,19 @@ def report(rows: list[dict], slower: float, slack: float, show_all: bool) -> tup
     return "\n".join(text), bad
 
 
-def not_built(workdir: suite.Workdir) -> dict[str, list[str]]:
-    """Per MPI with a build directory, the programs of the suite it lacks."""
+def unbuilt(workdir: suite.Workdir) -> dict[str, tuple[list[str], int]]:
+    """Per MPI with a build directory: the programs that failed to build
+    (a compiler log, no program) and how many were never built."""
     if not (workdir.coll / "Makefile.am").exists():
         return {}
-    names = [p.name for p in suite.programs(workdir)]
-    return {mpi: [n for n in names if not workdir.program(mpi, n).exists()]
-            for mpi in suite.MPIS if workdir.programs(mpi).exists()}
+    found = {}
+    for mpi in suite.MPIS:
+        if not workdir.programs(mpi).exists():
+            continue
+        missing = [p.name for p in suite.programs(workdir) if not workdir.program(mpi, p.name).exists()]
+        failed = [n for n in missing if (workdir.programs(mpi) / "log" / f"{n}.log").exists()]
+        found[mpi] = (failed, len(missing) - len(failed))
+    return found
 
 
 def main() -> int:
@@ -159,9 +165,11 @@ def main() -> int:
         return 1
     text, bad = report(rows, args.slower, args.slack, args.all)
     print(text)
-    for mpi, missing in not_built(workdir).items():
-        if missing:
-            print(f"{mpi}: not built ({len(missing)}): {' '.join(missing)}")
+    for mpi, (failed, never) in unbuilt(workdir).items():
+        if failed:
+            print(f"{mpi}: did not build ({len(failed)}): {' '.join(failed)}")
+        if never:
+            print(f"{mpi}: {never} program(s) not built yet (build.py --mpi {mpi})")
     return 1 if bad else 0
 
 
