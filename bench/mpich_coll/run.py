@@ -3,7 +3,7 @@
 WORKDIR/results.csv (analyze.py reads it).
 
     python3 bench/mpich_coll/run.py --mpi openmpi|mpich [--only REGEX] [--reps N]
-        [--confirm-slower N] [--window 240] [--once] [--workdir DIR]
+        [--confirm-slower N] [--window 240] [--current-library] [--once] [--workdir DIR]
 
 Resumable: a run whose (test, mpi, np, args, mode, repetition) is in the
 CSV is not run again, so an interrupted run goes on where it stopped.
