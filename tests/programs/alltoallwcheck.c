@@ -10,7 +10,7 @@
  * resized; both sides describe the same ints differently), and where the
  * blocks lie: byte displacements in a shuffled order, with gaps. The call
  * under test (MPI_Alltoallw, or MPI_Ialltoallw completed by MPI_Wait; also
- * MPI_IN_PLACE) runs on MPI_COMM_WORLD or a split of uneven size; the
+ * MPI_IN_PLACE; and MPI_Alltoallw_c where the MPI has it) runs on MPI_COMM_WORLD or a split of uneven size; the
  * reference is the same exchange in point-to-point messages (PMPI_Isend,
  * PMPI_Irecv) into a second buffer. Checked: every int of every block is
  * the value that names (source, destination, position), the whole receive
@@ -191,6 +191,18 @@ static void run_case(MPI_Comm comm, uint64_t seed, int c, int mode, int max_ints
         rc = MPI_Ialltoallw(send, s.counts, s.displs, s.dt, recv, r.counts, r.displs, r.dt, comm, &q);
         if (rc == MPI_SUCCESS)
             rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+#if MPI_VERSION >= 4
+    } else if (mode == 3) {
+        MPI_Count *counts = malloc((size_t)n * 2 * sizeof *counts);
+        MPI_Aint *displs = malloc((size_t)n * 2 * sizeof *displs);
+        for (int p = 0; p < n; p++) {
+            counts[p] = s.counts[p], counts[n + p] = r.counts[p];
+            displs[p] = s.displs[p], displs[n + p] = r.displs[p];
+        }
+        rc = MPI_Alltoallw_c(send, counts, displs, s.dt, recv, counts + n, displs + n, r.dt, comm);
+        free(counts);
+        free(displs);
+#endif
     } else {
         rc = MPI_Alltoallw(in_place ? MPI_IN_PLACE : send, s.counts, s.displs, s.dt, recv, r.counts, r.displs,
                            r.dt, comm);
@@ -286,6 +298,10 @@ int main(int argc, char **argv)
     MPI_Comm_split(MPI_COMM_WORLD, world_rank % 3 != 0, -world_rank, &split);
     for (int c = 0; c < cases; c++) {
         int on_split = c % 2, mode = c % 8 >= 6 ? 2 : (c / 2) % 2;     /* in place: cases 6, 7 of every 8 */
+#if MPI_VERSION >= 4
+        if (c % 8 == 4 || c % 8 == 5)
+            mode = 3;                                                   /* MPI_Alltoallw_c */
+#endif
         if (on_split && world_rank % 3 == 0)
             continue;
         run_case(on_split ? split : MPI_COMM_WORLD, seed, c, mode, max_ints);

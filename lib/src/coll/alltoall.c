@@ -149,7 +149,7 @@ static int cluster_volumes(const struct wm_comm *wc, const double *vol, double *
 /* The rate of this rank's sockets to each other cluster: MATB's equal share,
  * or (auto) its share of B by volume, within a receiver NIC's share. */
 static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, const double *vol,
-                          const int *peers, const double *cluster_vol, const double *senders)
+                          const int *peers, const double *cluster_vol, const double *senders, int fan_in)
 {
     const struct wm_settings *st = wm_settings();
     for (int c = 0; c < wc->nclusters; c++) {
@@ -163,8 +163,8 @@ static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, const 
             rho = 0.95 * b * (vol[c] / cluster_vol[c]) / peers[c];
             /* a receiver's NIC is shared by every rank sending to it at once */
             double nic = st->nic_rate / 8;
-            if (nic > 0 && wc->size > 1 && rho > RECEIVER_SHARE * nic / (wc->size - 1))
-                rho = RECEIVER_SHARE * nic / (wc->size - 1);
+            if (nic > 0 && fan_in > 0 && rho > RECEIVER_SHARE * nic / fan_in)
+                rho = RECEIVER_SHARE * nic / fan_in;
             rho /= st->matb_divisor;
         }
         uint64_t r = rho < 1000 ? 1000 : (uint64_t)rho;
@@ -179,7 +179,7 @@ static void pace_clusters(struct wm_pacing *pc, const struct wm_comm *wc, const 
 /* auto: each destination host's rate, by its share of the cluster's volume,
  * capped by the receiver NIC's share per byte of a block. */
 static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes,
-                         const double *vol, const int *peers, const double *cluster_vol)
+                         const double *vol, const int *peers, const double *cluster_vol, int fan_in)
 {
     const struct wm_settings *st = wm_settings();
     double sent = 0, *scale = calloc((size_t)wc->nclusters, sizeof *scale);
@@ -193,7 +193,7 @@ static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const d
             scale[c] = 0.95 * wm_link_rate(wc, c) / st->matb_divisor;
         }
     double nic = st->nic_rate / 8;
-    double cap = nic > 0 && wc->size > 1 && sent > 0 ? RECEIVER_SHARE * nic / (wc->size - 1) / (sent / blocks) : 0;
+    double cap = nic > 0 && fan_in > 0 && sent > 0 ? RECEIVER_SHARE * nic / fan_in / (sent / blocks) : 0;
     pace_hosts(pc, wc, bytes, cluster_vol, scale, cap);
     free(scale);
 }
@@ -201,21 +201,24 @@ static void pace_by_host(struct wm_pacing *pc, const struct wm_comm *wc, const d
 /* auto: the sockets inside the cluster share what of the NIC the other
  * clusters' traffic leaves, and at least get a fair share of it: every flow
  * into a receiver as much as every other (the WAN flows are capped at a
- * receiver NIC's share per socket, pace_by_host). Without the fair share, the
+ * receiver NIC's share per socket, pace_by_host). A receiver's flows are
+ * its fan-in (wm_alltoall_pace): P - 1 in a full all-to-all, 2 in a halo
+ * exchange. Without the fair share, the
  * sum of wide WAN links (three clusters: two links of twice the NIC's rate)
  * left the local flows a tenth of the NIC: 2.8x slower. */
-static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc)
+static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc, int fan_in)
 {
     const struct wm_settings *st = wm_settings();
     int n_mine = wc->cluster_size[wc->my_cluster];
-    if (n_mine <= 1 || st->nic_rate <= 0)
+    int local_senders = fan_in < n_mine - 1 ? fan_in : n_mine - 1;
+    if (local_senders < 1 || st->nic_rate <= 0)
         return;
     double remote_in = 0;
     for (int c = 0; c < wc->nclusters; c++)
         if (c != wc->my_cluster)
             remote_in += wm_link_rate(wc, c) / n_mine;
     double nic = st->nic_rate / 8;
-    double left = (0.9 * nic - remote_in) / (n_mine - 1), fair = RECEIVER_SHARE * nic / (wc->size - 1);
+    double left = (0.9 * nic - remote_in) / local_senders, fair = RECEIVER_SHARE * nic / fan_in;
     uint64_t lambda = (uint64_t)(left > fair ? left : fair);
     pc->local_before = wm_rate_local();
     if (wm_rate_set_local(lambda) == 0)
@@ -223,7 +226,17 @@ static void pace_local(struct wm_pacing *pc, const struct wm_comm *wc)
     wm_debug(1, "alltoall: pace sockets inside the cluster at %llu B/s", (unsigned long long)lambda);
 }
 
-int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes, int collective_counts)
+/* The most ranks any rank of my cluster receives from (`received`: mine),
+ * with one allreduce inside the cluster where the counts differ by rank;
+ * else every rank receives alike. */
+static int most_received(const struct wm_comm *wc, int received, int collective_counts, int *fan_in)
+{
+    *fan_in = received;
+    return collective_counts ? PMPI_Allreduce(&received, fan_in, 1, MPI_INT, MPI_MAX, wc->local) : MPI_SUCCESS;
+}
+
+int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes, int received,
+                     int collective_counts)
 {
     const struct wm_settings *st = wm_settings();
     pc->set = pc->local_set = 0;
@@ -246,7 +259,9 @@ int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const doubl
     }
     my_volumes(wc, bytes, vol, peers);
     double *cluster_vol = vol + nc, *senders = vol + 2 * nc;
-    int rc = cluster_volumes(wc, vol, cluster_vol, senders, collective_counts);
+    int fan_in, rc = cluster_volumes(wc, vol, cluster_vol, senders, collective_counts);
+    if (rc == MPI_SUCCESS)
+        rc = most_received(wc, received, collective_counts, &fan_in);
     /* blocks of WANMPI_SMALL bytes or less are a few packets: pacing them
      * would only delay them */
     double largest = 0;
@@ -254,10 +269,10 @@ int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const doubl
         if (c != wc->my_cluster && peers[c] > 0 && vol[c] / peers[c] > largest)
             largest = vol[c] / peers[c];
     if (rc == MPI_SUCCESS && wm_rate_available() && largest > (double)st->small) {
-        pace_clusters(pc, wc, vol, peers, cluster_vol, senders);
+        pace_clusters(pc, wc, vol, peers, cluster_vol, senders, fan_in);
         if (st->alltoall_rate == WM_RATE_AUTO) {
-            pace_by_host(pc, wc, bytes, vol, peers, cluster_vol);
-            pace_local(pc, wc);
+            pace_by_host(pc, wc, bytes, vol, peers, cluster_vol, fan_in);
+            pace_local(pc, wc, fan_in);
         }
     }
     free(vol);
@@ -266,9 +281,10 @@ int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const doubl
 }
 
 /* Paces for an all-to-all of `counts[p]` (or, counts NULL, `count`)
- * elements of `ssize` bytes to each rank p. */
+ * elements of `ssize` bytes to each rank p; `rcounts` (NULL: `count` from
+ * each) says from how many ranks this one receives. */
 static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *counts, int count, int ssize,
-                int collective_counts)
+                const int *rcounts, int collective_counts)
 {
     double *bytes = malloc((size_t)wc->size * sizeof *bytes);
     if (!bytes) {
@@ -280,7 +296,7 @@ static int pace(struct wm_pacing *pc, const struct wm_comm *wc, const int *count
     }
     for (int p = 0; p < wc->size; p++)
         bytes[p] = (double)(counts ? counts[p] : count) * ssize;
-    int rc = wm_alltoall_pace(pc, wc, bytes, collective_counts);
+    int rc = wm_alltoall_pace(pc, wc, bytes, wm_received_from(wc, rcounts, count), collective_counts);
     free(bytes);
     return rc;
 }
@@ -299,6 +315,14 @@ void wm_alltoall_unpace(struct wm_pacing *pc)
     for (int c = 0; c < pc->wc->nclusters; c++)
         if (c != pc->wc->my_cluster)
             wm_rate_set_cluster(wm_cluster_name(pc->wc->cluster_global[c]), UINT64_MAX);
+}
+
+int wm_received_from(const struct wm_comm *wc, const int *rcounts, int count)
+{
+    int n = 0;
+    for (int p = 0; p < wc->size; p++)
+        n += p != wc->rank && (rcounts ? rcounts[p] : count) > 0;
+    return n;
 }
 
 /* ---- the schedule ---- */
@@ -462,7 +486,7 @@ int wm_alltoallv_run(const struct wm_comm *wc, enum wm_alg alg, const void *send
     int ssize;
     PMPI_Type_size(stype, &ssize);
     struct wm_pacing pc;
-    int rc = pace(&pc, wc, scounts, 0, ssize, 1);
+    int rc = pace(&pc, wc, scounts, 0, ssize, rcounts, 1);
     if (rc == MPI_SUCCESS)
         rc = alg == WM_ALG_SCHEDULED
                  ? scheduled(wc, sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls, rtype)
@@ -477,7 +501,7 @@ int wm_alltoall_run(const struct wm_comm *wc, enum wm_alg alg, const void *sendb
     int ssize;
     PMPI_Type_size(stype, &ssize);
     struct wm_pacing pc;
-    int rc = pace(&pc, wc, NULL, scount, ssize, 0);
+    int rc = pace(&pc, wc, NULL, scount, ssize, NULL, 0);
     if (rc != MPI_SUCCESS || alg != WM_ALG_SCHEDULED) {
         if (rc == MPI_SUCCESS) {
             int saved = -1;

@@ -158,7 +158,7 @@ int wm_alltoallw_run(const struct wm_comm *wc, const void *sendbuf, const int *s
         bytes[p] = (double)scounts[p] * size;
     }
     struct wm_pacing pc;
-    int rc = wm_alltoall_pace(&pc, wc, bytes, 1);
+    int rc = wm_alltoall_pace(&pc, wc, bytes, wm_received_from(wc, rcounts, 0), 1);
     free(bytes);
     if (rc == MPI_SUCCESS) {
         struct wm_sched s;

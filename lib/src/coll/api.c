@@ -283,8 +283,9 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
                                         (sendbuf == MPI_IN_PLACE && wc->rank != root)))
             alg = WM_ALG_MPI;
     }
-    double bytes = alg != WM_ALG_MPI ? (double)total * size
-                   : (double)count * size * (coll == WM_REDUCE_SCATTER_BLOCK && wc ? wc->size : 1);
+    if (alg == WM_ALG_MPI && mode == WM_SCATTER_BLOCKS)     /* what the statistics record */
+        total = wc && !wc->flat ? scatter_total(wc, count, counts) : 0;    /* flat: maybe an intercommunicator */
+    double bytes = total > 0 ? (double)total * size : 0;
     alg = nonblocking(decide(wc, coll, alg, bytes), request);
     if (alg == WM_ALG_MULTILANE)
         SCHEDULE(rc, wc, comm, request, wm_reduce_multilane, sendbuf, recvbuf, count, counts, type, op, mode,

@@ -211,4 +211,20 @@ int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
     return rc;
 }
 
+/* Byte displacements: an int each, as in MPI_Alltoallw. */
+int MPI_Alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                    const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
+                    const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
+{
+    int n, rc, *send = room(comm, 4, &n), *recv = send ? send + 2 * n : NULL;
+    if (send && sendbuf != MPI_IN_PLACE && sendcounts && sdispls && recvcounts && rdispls &&
+        as_ints(sendcounts, sdispls, n, send) && as_ints(recvcounts, rdispls, n, recv))
+        rc = wm_alltoallw(sendbuf, send, send + n, sendtypes, recvbuf, recv, recv + n, recvtypes, comm);
+    else        /* in place too: ours would send it to the MPI's own anyway */
+        rc = PMPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                              comm);
+    free(send);
+    return rc;
+}
+
 #endif

@@ -123,7 +123,13 @@ struct wm_pacing {
     int nhosts;
     const struct wm_comm *wc;
 };
-int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes, int collective_counts);
+/* `bytes`: what this rank sends to each; `received`: from how many other
+ * ranks it receives something (wm_received_from); `collective_counts`: the
+ * counts differ by rank (alltoallv, alltoallw). */
+int wm_alltoall_pace(struct wm_pacing *pc, const struct wm_comm *wc, const double *bytes, int received,
+                     int collective_counts);
+/* From how many other ranks a non-empty block comes (rcounts NULL: `count` from each). */
+int wm_received_from(const struct wm_comm *wc, const int *rcounts, int count);
 void wm_alltoall_unpace(struct wm_pacing *pc);
 
 /* own_alltoall.c: for a paced call, the MPI library's own all-to-all set to
