@@ -161,7 +161,7 @@ def test_manifest_records_the_installation_and_each_mpi(prefix):
 
 
 def test_tree_is_complete(prefix):
-    c = ["where", "ring", "collcheck", "pingpong", "collbench", "patterns", "wanflow", "steps", "overlap", "bt", "cg",
+    c = ["where", "ring", "collcheck", "pingpong", "collbench", "patterns", "wanflow", "steps", "overlap", "newcomm", "bt", "cg",
          "ep", "mg", "sp", "mpiversion"]
     assert sorted(os.listdir(prefix / "libexec" / "wanmpi" / "openmpi")) == sorted(c + ["cg_f90", "ep_f90"])
     assert sorted(os.listdir(prefix / "libexec" / "wanmpi" / "mpich")) == sorted(c)   # PyPI's MPICH has no Fortran
