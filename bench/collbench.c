@@ -297,8 +297,7 @@ int main(int argc, char **argv)
     if (iters < 1 || warmup < 0 || root < 0 || root >= size || budget <= 0)
         return usage(rank, "--iters must be >= 1, --warmup >= 0, --root a rank, --budget > 0");
     char *op_list = strdup(ops);
-    char *op_save;      /* strtok_r: under SMPI every simulated rank shares libc's strtok state */
-    for (char *op = strtok_r(op_list, ",", &op_save); op; op = strtok_r(NULL, ",", &op_save)) {
+    for (char *op_save, *op = strtok_r(op_list, ",", &op_save); op; op = strtok_r(NULL, ",", &op_save)) {
         if (!known_op(op))
             return usage(rank, "unknown operation in --ops");
         char *size_list = strdup(sizes), *save;
