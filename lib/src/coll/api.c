@@ -274,17 +274,15 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
                                                                                      : WM_SCATTER_BLOCKS;
     int typed = type_size(type, &size);
     int64_t total = count;
+    if (mode == WM_SCATTER_BLOCKS)      /* flat: maybe an intercommunicator, whose counts are not ours to read */
+        total = wc && !wc->flat ? scatter_total(wc, count, counts) : 0;
     if (alg != WM_ALG_MPI) {
-        if (mode == WM_SCATTER_BLOCKS)
-            total = scatter_total(wc, count, counts);
         if (total < 0 || !typed || !reducible(type, op))
             alg = WM_ALG_MPI;
         else if (mode == WM_TO_ROOT && (root < 0 || root >= wc->size ||
                                         (sendbuf == MPI_IN_PLACE && wc->rank != root)))
             alg = WM_ALG_MPI;
     }
-    if (alg == WM_ALG_MPI && mode == WM_SCATTER_BLOCKS)     /* what the statistics record */
-        total = wc && !wc->flat ? scatter_total(wc, count, counts) : 0;    /* flat: maybe an intercommunicator */
     double bytes = total > 0 ? (double)total * size : 0;
     alg = nonblocking(decide(wc, coll, alg, bytes), request);
     if (alg == WM_ALG_MULTILANE)
