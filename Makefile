@@ -16,11 +16,12 @@ MPICH_CC := $(VENV)/bin/mpicc
 # unpacked, not installed (tests/programs/lmod.sh). systemd: systemd-analyze
 # for the relay unit's test (systemd need not be running). wireguard-go and
 # wireguard-tools: the WireGuard tunnel `wanmpi bench vpn` measures the relays
-# against (userspace: the kernel may have no WireGuard module).
+# against (userspace: the kernel may have no WireGuard module). libsimgrid-dev:
+# SimGrid SMPI (smpicc, smpirun) for `wanmpi sim` (docs/scale.md).
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc openssh-client openssh-server \
 	environment-modules lua5.3 lua-posix lua-filesystem lua-json lua-term tcl systemd \
-	wireguard-go wireguard-tools
+	wireguard-go wireguard-tools libsimgrid-dev
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/persistcheck.c tests/programs/nullbufs.c tests/programs/newcomms.c tests/programs/halo.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/alltoallwcheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
@@ -33,7 +34,7 @@ MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
 FFLAGS := -O2 -Wall
 
-.PHONY: all setup apt venv rust build programs wanem lib lmod demo test clean install uninstall
+.PHONY: all setup apt venv rust build programs wanem lib smpi lmod demo test clean install uninstall
 
 all: build
 
@@ -150,6 +151,37 @@ build/mpich/%: tests/programs/%.f $(MPICH_FC)
 $(MPICH_FC): tests/programs/mpich-fortran.sh | apt venv
 	tests/programs/mpich-fortran.sh build/mpich-fortran $(VENV)
 
+# libwanmpi under SimGrid SMPI (`wanmpi sim`, docs/scale.md): the same sources
+# compiled by smpicc into objects linked into each program (SMPI dlopens one
+# private copy of the program per rank, globals included). Three files are
+# patched for the simulator (lib/smpi/): own_alltoall.c replaced (SMPI has no
+# MPI_T), sched.c blocks in Waitsome (SMPI's tests sleep), progress.c and nb.c
+# take sched_yield() as a simulated sleep. Not part of `build`: `wanmpi sim`
+# makes it on first use.
+SMPICC := smpicc
+SMPI_DIR := build/smpi
+SMPI_REPLACED := lib/src/coll/own_alltoall.c lib/src/coll/sched.c lib/src/coll/progress.c lib/src/coll/nb.c
+SMPI_OBJS := $(patsubst lib/src/%.c,$(SMPI_DIR)/obj/%.o,$(filter-out $(SMPI_REPLACED),$(LIB_SOURCES))) \
+	$(SMPI_DIR)/obj/smpi/own_alltoall_smpi.o $(SMPI_DIR)/obj/smpi/sched.o \
+	$(SMPI_DIR)/obj/smpi/progress.o $(SMPI_DIR)/obj/smpi/nb.o
+SMPI_CFLAGS := $(CFLAGS) -g -Ilib/include
+smpi: $(SMPI_DIR)/collbench-wan $(SMPI_DIR)/collbench-plain
+
+$(SMPI_DIR)/obj/%.o: lib/src/%.c $(LIB_HEADERS)
+	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -c $< -o $@
+$(SMPI_DIR)/obj/smpi/own_alltoall_smpi.o: lib/smpi/own_alltoall_smpi.c $(LIB_HEADERS)
+	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -iquote lib/src/coll -c $< -o $@
+$(SMPI_DIR)/sched.c: lib/src/coll/sched.c lib/smpi/sched-smpi.patch
+	@mkdir -p $(@D); cp $< $@ && patch -s $@ lib/smpi/sched-smpi.patch
+$(SMPI_DIR)/obj/smpi/sched.o: $(SMPI_DIR)/sched.c $(LIB_HEADERS)
+	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -DWANMPI_SMPI -iquote lib/src/coll -c $< -o $@
+$(SMPI_DIR)/obj/smpi/%.o: lib/src/coll/%.c lib/smpi/smpi_yield.h $(LIB_HEADERS)
+	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -include lib/smpi/smpi_yield.h -c $< -o $@
+$(SMPI_DIR)/collbench-wan: bench/collbench.c $(SMPI_OBJS)
+	$(SMPICC) $(CFLAGS) -o $@ $< $(SMPI_OBJS) -ldl -lpthread
+$(SMPI_DIR)/collbench-plain: bench/collbench.c
+	@mkdir -p $(@D); $(SMPICC) $(CFLAGS) -o $@ $<
+
 # Lmod beside environment-modules, for the modulefile tests: Debian's lmod
 # package would remove environment-modules, so it is unpacked into build/lmod
 # instead (tests/programs/lmod.sh says how).
@@ -185,7 +217,7 @@ install: build
 uninstall:
 	python3 packaging/install.py uninstall --prefix "$(PREFIX_DIR)"
 
-test: build
+test: build smpi
 	$(CARGO) test --release --quiet
 	@# timing-sensitive: taken under the testbed lock, so no benchmark or test session runs beside it
 	flock $${WANMPI_TEST_LOCK:-/tmp/wanmpi-testbed.lock} $(CARGO) test --release --quiet -p wanem --test netns -- --ignored --test-threads=1

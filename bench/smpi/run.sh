@@ -1,5 +1,6 @@
 #!/bin/sh
 # run.sh NAME PROGRAM NP PLATFORM HOSTFILE SELECTOR [extra smpirun args...] -- [program args]
+# (PLATFORM, HOSTFILE: from `wanmpi sim --platform-only DIR`; `wanmpi sim` itself runs collbench)
 # prints the program's output, the wall time and max RSS of the simulation
 name=$1 prog=$2 np=$3 plat=$4 hf=$5 sel=$6; shift 6
 extra=""; while [ $# -gt 0 ] && [ "$1" != "--" ]; do extra="$extra $1"; shift; done; [ "$1" = "--" ] && shift

@@ -12,18 +12,20 @@ from .. import paths
 from ..bench.cases import BenchError
 from ..bench.plot import PlotError
 from ..job.deploy import DeployError
+from ..sim.platform import PlatformError
 from ..job.doctor import DoctorError
 from ..job.standing_relays import StandingError
 from ..job.launch import EXIT_INTERRUPTED, LaunchError
 from ..testbed.emulator import EmulatorError
 from ..testbed.net import TestbedError
 from ..topo import TopologyError
-from . import bench, compile, demo, deploy, doctor, link, plot, relay, run, testbed, tune
+from . import bench, compile, demo, deploy, doctor, link, plot, relay, run, sim, testbed, tune
 from .options import CliError
 
 EXIT_USAGE = 2
-USER_ERRORS = (CliError, DeployError, StandingError, TopologyError, TestbedError, LaunchError, EmulatorError, PlotError, BenchError, DoctorError)
-SUBCOMMANDS = (testbed, run, compile, deploy, relay, link, plot, doctor, demo, bench, tune)      # in the order `wanmpi --help` lists them
+USER_ERRORS = (CliError, DeployError, StandingError, TopologyError, TestbedError, LaunchError, EmulatorError, PlotError, BenchError, DoctorError,
+               PlatformError)
+SUBCOMMANDS = (testbed, run, compile, deploy, relay, link, plot, doctor, demo, bench, tune, sim)      # in the order `wanmpi --help` lists them
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,54 @@
+"""`wanmpi sim`: a collective on the topology simulated with SimGrid SMPI
+(sim/run.py; docs/scale.md), in `wanmpi bench`'s result format."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import units
+from ..sim import platform, run
+from .options import count, names, positive, quantity, topology_for, topology_option
+
+
+def register(commands) -> None:
+    p = commands.add_parser("sim", help="simulate a collective on the topology with SimGrid SMPI, with or "
+                            "without libwanmpi, at any scale (docs/scale.md)")
+    topology_option(p)
+    p.add_argument("--nodes-per-cluster", type=count("--nodes-per-cluster", 1), metavar="N",
+                   help="nodes (ranks) in every cluster (default: the topology's)")
+    p.add_argument("--nic-rate", type=quantity("--nic-rate", units.parse_rate), metavar="RATE",
+                   help="every node's NIC rate, e.g. 10Gbit (default: the topology's)")
+    p.add_argument("--wan-rate", type=quantity("--wan-rate", units.parse_rate), metavar="RATE",
+                   help="every WAN link's rate (default: the topology's)")
+    p.add_argument("--delay", type=quantity("--delay", units.parse_duration_us), metavar="DURATION",
+                   help="every WAN link's one-way delay, e.g. 10ms (default: the topology's)")
+    p.add_argument("--coll", nargs="+", type=names("--coll", run.OPS, unique=True), default=[["bcast"]],
+                   metavar="OP", help=f"collectives, among {', '.join(run.OPS)} (default: bcast)")
+    p.add_argument("--bytes", nargs="+", type=quantity("--bytes", units.parse_size), default=[4 << 20],
+                   metavar="SIZE", help="message sizes, e.g. 64KiB 4MiB (default: 4MiB)")
+    p.add_argument("--mpi-coll", choices=run.SELECTORS, default="mpich",
+                   help="SMPI's collective algorithms under libwanmpi, or alone with --no-wanmpi "
+                        "(smpi/coll-selector; default: mpich)")
+    p.add_argument("--no-wanmpi", action="store_true", help="the MPI's algorithms alone, without libwanmpi")
+    p.add_argument("--send-overhead", type=positive("--send-overhead"), metavar="S_PER_BYTE",
+                   help="SMPI's per-byte send overhead on messages of 64 KiB or less (smpi/ois, smpi/os), "
+                        "the calibration knob (default: 1.0625 x the NIC's time per byte)")
+    p.add_argument("--iters", type=count("--iters", 1), default=1,
+                   help="timed iterations (default: 1; the simulation is deterministic)")
+    p.add_argument("--timeout", type=positive("--timeout"), default=3600, help="seconds (default: 3600)")
+    p.add_argument("--json", metavar="FILE", help="also write the result (the `wanmpi bench` format)")
+    p.add_argument("--platform-only", metavar="DIR",
+                   help="write DIR/platform.xml and DIR/hostfile and stop")
+    p.set_defaults(handler=cmd_sim)
+
+
+def cmd_sim(args) -> int:
+    overrides = platform.Overrides(args.nodes_per_cluster, args.nic_rate, args.wan_rate, args.delay)
+    t = topology_for(args)
+    if args.platform_only:
+        sim = platform.simulated(t, overrides)
+        for path in platform.write(sim, Path(args.platform_only)):
+            print(path)
+        return 0
+    ops = list(dict.fromkeys(op for group in args.coll for op in group))
+    return run.run(t, overrides, ops, list(dict.fromkeys(args.bytes)), args.mpi_coll, not args.no_wanmpi,
+                   args.send_overhead, args.iters, args.json, args.timeout)

@@ -1,0 +1,153 @@
+"""`wanmpi sim`'s run: libwanmpi built with smpicc (`make smpi`, cached in
+build/smpi), bench/collbench run by smpirun on the platform of the topology,
+and the result written in the one format of `wanmpi bench` (bench/results.py,
+bench "sim"; the summary rows are `wanmpi bench coll`'s).
+
+One case per variant: "wanmpi" (collbench linked with libwanmpi, over SMPI's
+algorithms as the fallback) or, with --no-wanmpi, the selector's name
+("mpich", "ompi": SMPI's own implementations of those MPIs' algorithms). The
+simulation is deterministic, so one timed iteration is enough, after one
+untimed: the job's first call pays a one-time cost (SMPI's mpich allreduce
+of 64 KiB on 2x4: 0.231 s the first time, 0.069 s every time after).
+
+SMPI's settings (docs/scale.md, "Blockers and workarounds"):
+  flat bandwidth and latency factors (B3: the default ones are a LAN's),
+  smpi/test:0 (B1, with lib/smpi's patches), and a per-byte send overhead on
+  messages of 64 KiB or less (B2: SMPI has no FIFO per connection, so chunks
+  posted together would all arrive at the end). That overhead is a
+  calibration knob: `send_overhead`, s/B; by default the study's value at
+  100 Mbit/s NICs (8.5e-8, 1.0625 x the NIC's time per byte), scaled to the
+  slowest NIC.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from .. import paths
+from ..bench import coll
+from ..bench.bounds import lower_bound
+from ..bench.cases import BenchError, Case, Record
+from ..bench.results import exit_status, finish, now_iso
+from ..job.libwanmpi import environment
+from ..topo import Topology
+from . import platform
+
+OPS = ("bcast", "allreduce", "alltoall")
+SELECTORS = ("mpich", "ompi")
+OVERHEAD_PER_NIC_BYTE = 1.0625      # the study's 8.5e-8 s/B at 100 Mbit/s (8e-8 s/B)
+SMALL_MESSAGE = 65536               # the send overhead applies up to this size
+QUIET_LOGS = ("--log=smpi_config.thresh:warning", "--log=xbt_cfg.thresh:warning",
+              "--log=smpi_coll.thresh:warning")
+
+
+def default_send_overhead(t: Topology) -> float:
+    """Seconds per byte: 1.0625 x the slowest NIC's time per byte."""
+    return OVERHEAD_PER_NIC_BYTE * 8 / min(c.nic_bps for c in t.clusters)
+
+
+def smpi_options(selector: str, send_overhead: float) -> list[str]:
+    x = f"{send_overhead:.4g}"
+    return [f"--cfg=smpi/coll-selector:{selector}", "--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
+            f"--cfg=smpi/ois:0:0:{x};{SMALL_MESSAGE}:0:0", f"--cfg=smpi/os:0:0:{x};{SMALL_MESSAGE}:0:0",
+            "--cfg=smpi/test:0", *QUIET_LOGS]
+
+
+def smpi_dir() -> Path:
+    if paths.REPO is None:
+        raise BenchError("wanmpi sim builds libwanmpi with smpicc from the sources: run it from a checkout")
+    return paths.REPO / "build" / "smpi"
+
+
+def build() -> Path:
+    """`make smpi` (at nice 19; nothing to do when it is up to date): build/smpi."""
+    if shutil.which("smpicc") is None or shutil.which("smpirun") is None:
+        raise BenchError("smpicc/smpirun not found: install SimGrid (`make apt` installs libsimgrid-dev)")
+    out = smpi_dir()
+    done = subprocess.run(["nice", "-n", "19", "make", "-s", "-C", str(paths.REPO), "smpi"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BenchError(f"make smpi failed: {(done.stderr or done.stdout).strip()[-2000:]}")
+    return out
+
+
+def rank_environment(t: Topology, stats: Path | None) -> dict[str, str]:
+    """The topology's WANMPI_* settings (job/libwanmpi.py), clusters by rank
+    (SMPI ranks have no addresses), statistics per rank if `stats`."""
+    env = {k: v for k, v in environment(t).items() if k != "WANMPI_CLUSTER_MAP"}
+    env["WANMPI_RANK_CLUSTERS"] = platform.rank_clusters(t)
+    if stats is not None:
+        env["WANMPI_STATS"] = str(stats / "stats-%r.json")
+    return env
+
+
+def simulate(t: Topology, program: Path, selector: str, send_overhead: float, args: list[str],
+             work: Path, wanmpi: bool, timeout: float) -> dict:
+    """One smpirun of collbench on `t`: its result rows, and rank 0's
+    libwanmpi statistics (`wanmpi_stats`) when it ran with libwanmpi."""
+    xml, hosts = platform.write(t, work)
+    env = {**os.environ, **rank_environment(t, work if wanmpi else None)}
+    command = ["nice", "-n", "19", "smpirun", "-np", str(len(t.nodes)), "-platform", str(xml),
+               "-hostfile", str(hosts), *smpi_options(selector, send_overhead), str(program), *args]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=work)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"smpirun did not end within {timeout:g} s") from None
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not rows:
+        why = [l for l in (done.stderr + done.stdout).splitlines() if "WARNING" not in l][-5:]
+        raise BenchError(f"smpirun: exit status {done.returncode}: {' | '.join(why)}")
+    metrics: dict = {"rows": rows}
+    stats = work / "stats-0.json"
+    if wanmpi and stats.exists():
+        metrics["wanmpi_stats"] = json.loads(stats.read_text())
+    return metrics
+
+
+def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[int], selector: str,
+        wanmpi: bool, send_overhead: float | None, iters: int, json_path: str | None, timeout: float) -> int:
+    """Build, simulate, print the table and write the result document."""
+    sim = platform.simulated(t, overrides)
+    for a in sim.clusters:                    # every route exists before anything is built
+        for b in sim.clusters:
+            platform.route(sim, a.name, b.name)
+    overhead = default_send_overhead(sim) if send_overhead is None else send_overhead
+    out = build()
+    variant = "wanmpi" if wanmpi else selector
+    program = out / ("collbench-wan" if wanmpi else "collbench-plain")
+    delay_ms = max((l.delay_us for l in sim.links), default=0) / 1000
+    args = ["--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", "1"]
+    started_iso, started = now_iso(), time.monotonic()
+    record = Record(Case("collbench", variant, f"smpi-{selector}", delay_ms))
+    (out / "runs").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out / "runs") as work:
+        try:
+            record.metrics = simulate(sim, program, selector, overhead, args, Path(work), wanmpi, timeout)
+            record.status = "ok"
+        except BenchError as e:
+            record.status, record.error = "failed", str(e)
+    record.seconds = time.monotonic() - started
+    record.env = {"load_avg_1m": round(os.getloadavg()[0], 2)}
+    results = results_of(sim, record)
+    coll.print_table(results, [variant])
+    settings = {"simulator": "SimGrid SMPI", "selector": selector, "wanmpi": wanmpi, "ops": ops, "sizes": sizes,
+                "iters": iters, "ranks": len(sim.nodes), "send_overhead_s_per_byte": overhead,
+                "overrides": overrides.as_dict(), "smpi_options": smpi_options(selector, overhead),
+                "timeout_s": timeout}
+    document = finish("sim", t, settings, [record], coll.summary(results), started_iso, started, json_path)
+    return exit_status(document)
+
+
+def results_of(t: Topology, record: Record) -> list[coll.Result]:
+    if not record.ok:
+        return []
+    nodes = list(t.nodes)
+    return [coll.Result(record.case.delay_ms, record.case.variant, row["op"], row["bytes"], row["ranks"],
+                        row["iters"], row["median_s"], row["min_s"],
+                        lower_bound(t, row["op"], row["bytes"], nodes, record.case.delay_ms), 0, 0)
+            for row in record.metrics["rows"]]

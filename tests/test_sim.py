@@ -1,0 +1,231 @@
+"""`wanmpi sim` (python/wanmpi/sim, docs/scale.md): the SimGrid platform
+generated from the topology file, its errors, and one small calibration case
+that runs SMPI (2 x 4 ranks, a 64 KiB allreduce, checked by collbench) with
+libwanmpi and without. `make test` builds libwanmpi for SMPI first (`make
+smpi`); without it, the first SMPI test builds it (about a minute)."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+import pytest
+
+from wanmpi import topo
+from wanmpi.cli.main import main
+from wanmpi.sim import platform
+from wanmpi.topo import TopologyError
+
+from conftest import REPO
+
+TWO = REPO / "examples" / "two-clusters.toml"
+THREE = REPO / "examples" / "three-clusters.toml"
+CHAIN = """
+[[cluster]]
+name = "a"
+nodes = 2
+[[cluster]]
+name = "b"
+nodes = 2
+[[cluster]]
+name = "c"
+nodes = 2
+[[cluster]]
+name = "d"
+nodes = 1
+[[wan.link]]
+clusters = ["a", "b"]
+delay = "1ms"
+[[wan.link]]
+clusters = ["b", "c"]
+delay = "2ms"
+rate = "1Gbit"
+[[wan.link]]
+clusters = ["c", "d"]
+delay = "3ms"
+"""
+
+
+# The simulator touches no testbed: these tests neither take the testbed lock
+# nor check for leftovers (conftest's session fixtures, overridden here).
+@pytest.fixture(scope="session", autouse=True)
+def testbed_lock():
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind():
+    yield
+
+
+def parsed(t: topo.Topology) -> ET.Element:
+    return ET.fromstring(platform.platform_xml(t).split("\n", 2)[2])    # after <?xml?> and <!DOCTYPE>
+
+
+def bandwidth(text: str) -> int:
+    assert text.endswith("bps")
+    return int(text[:-3])
+
+
+def latency_us(text: str) -> int:
+    assert text.endswith("us")
+    return int(text[:-2])
+
+
+def check_platform(t: topo.Topology) -> None:
+    """Every cluster, WAN link and route of `t`, as the XML has them."""
+    zone = parsed(t).find("zone")
+    clusters = {c.get("id"): c for c in zone.findall("cluster")}
+    assert list(clusters) == [c.name for c in t.clusters]
+    for c in t.clusters:
+        x = clusters[c.name]
+        assert x.get("radical") == f"0-{len(c.nodes) - 1}"
+        assert [f"{x.get('prefix')}{i}" for i in range(len(c.nodes))] == [n.name for n in c.nodes]
+        assert bandwidth(x.get("bw")) == c.nic_bps
+        assert x.get("sharing_policy") == "SPLITDUPLEX" and x.get("router_id") == c.router
+        assert x.get("bb_sharing_policy") == "FATPIPE" and bandwidth(x.get("bb_bw")) == 100 * c.nic_bps
+    links = {l.get("id"): l for l in zone.findall("link")}
+    assert set(links) == {f"wan-{l.name}" for l in t.links}
+    for l in t.links:
+        assert bandwidth(links[f"wan-{l.name}"].get("bandwidth")) == l.rate_bps
+        assert latency_us(links[f"wan-{l.name}"].get("latency")) == l.delay_us
+    routes = {(r.get("src"), r.get("dst")): r for r in zone.findall("zoneRoute")}
+    names = [c.name for c in t.clusters]
+    assert set(routes) == {(a, b) for a in names for b in names if a != b}
+    for (a, b), r in routes.items():
+        assert (r.get("gw_src"), r.get("gw_dst")) == (f"{a}-r", f"{b}-r")
+        assert r.get("symmetrical") == "NO"
+        # the hops chain from a to b over the topology's links, each in its direction
+        here = a
+        for hop in r.findall("link_ctn"):
+            link = next(l for l in t.links if f"wan-{l.name}" == hop.get("id"))
+            assert here in (link.a, link.b)
+            assert hop.get("direction") == ("UP" if here == link.a else "DOWN")
+            here = link.b if here == link.a else link.a
+        assert here == b
+    assert platform.hostfile(t).split() == [n.name for n in t.nodes]
+
+
+def test_two_clusters_platform_follows_the_topology_file():
+    t = topo.load(TWO)
+    check_platform(t)
+    zone = parsed(t).find("zone")
+    assert [c.get("radical") for c in zone.findall("cluster")] == ["0-3", "0-3"]
+    assert [bandwidth(c.get("bw")) for c in zone.findall("cluster")] == [100_000_000] * 2
+    (wan,) = zone.findall("link")
+    assert (bandwidth(wan.get("bandwidth")), latency_us(wan.get("latency"))) == (200_000_000, 10_000)
+    assert platform.rank_clusters(t) == "a:0-3;b:4-7"
+
+
+def test_three_clusters_platform_has_each_links_own_rate_and_delay():
+    t = topo.load(THREE)
+    check_platform(t)
+    zone = parsed(t).find("zone")
+    assert [c.get("radical") for c in zone.findall("cluster")] == ["0-2", "0-1", "0-2"]
+    assert bandwidth(zone.findall("cluster")[2].get("bw")) == 200_000_000
+    links = {l.get("id"): (bandwidth(l.get("bandwidth")), latency_us(l.get("latency"))) for l in zone.findall("link")}
+    assert links == {"wan-a-b": (200_000_000, 5000), "wan-a-c": (200_000_000, 10_000),
+                     "wan-b-c": (100_000_000, 15_000)}
+    assert platform.rank_clusters(t) == "a:0-2;b:3-4;c:5-7"
+
+
+def test_routes_between_sites_without_a_direct_link_cross_every_link_between():
+    t = topo.loads(CHAIN, "chain.toml")
+    check_platform(t)
+    routes = {(r.get("src"), r.get("dst")): [(h.get("id"), h.get("direction")) for h in r]
+              for r in parsed(t).find("zone").findall("zoneRoute")}
+    assert routes[("a", "d")] == [("wan-a-b", "UP"), ("wan-b-c", "UP"), ("wan-c-d", "UP")]
+    assert routes[("d", "b")] == [("wan-c-d", "DOWN"), ("wan-b-c", "DOWN")]
+
+
+def test_overrides_apply_to_every_cluster_and_link():
+    o = platform.Overrides(nodes_per_cluster=256, nic_bps=10**10, wan_bps=10**11, delay_us=30_000)
+    t = platform.simulated(topo.load(THREE), o)
+    check_platform(t)
+    assert [len(c.nodes) for c in t.clusters] == [256] * 3 and len(platform.hostfile(t).split()) == 768
+    assert {c.nic_bps for c in t.clusters} == {10**10}
+    assert {(l.rate_bps, l.delay_us) for l in t.links} == {(10**11, 30_000)}
+    assert platform.rank_clusters(t) == "a:0-255;b:256-511;c:512-767"
+    # no override: the file's values
+    assert platform.simulated(topo.load(THREE), platform.Overrides()) == topo.load(THREE)
+
+
+def test_an_unreachable_cluster_is_named():
+    t = topo.loads(CHAIN, "chain.toml")
+    cut = replace(t, links=t.links[:2])
+    with pytest.raises(platform.PlatformError, match="chain.toml: wan: no WAN route from cluster 'a' to 'd'"):
+        platform.platform_xml(cut)
+
+
+@pytest.mark.parametrize("cluster_b, key", [
+    ('nodes = 4\nnic = "100Mbps"', "cluster[1].nic"),
+    ("nodes = 0", "cluster[1].nodes"),
+    ('nodes = 4\nnic = "fast"', "cluster[1].nic"),
+])
+def test_bad_topology_values_give_the_loaders_error(tmp_path, capsys, cluster_b, key):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(TWO.read_text().replace('name = "b"\nnodes = 4', f'name = "b"\n{cluster_b}'))
+    with pytest.raises(TopologyError) as loader:
+        topo.load(bad)
+    assert loader.value.key == key
+    assert main(["sim", "-t", str(bad), "--platform-only", str(tmp_path / "p")]) == 2
+    assert capsys.readouterr().err.strip() == f"wanmpi: error: {loader.value}"
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--wan-rate", "10Mbps"], "--wan-rate: ambiguous unit 'Mbps'"),
+    (["--nic-rate", "fast"], "--nic-rate: cannot read 'fast' as a rate"),
+    (["--delay", "10"], "--delay: '10' has no unit"),
+    (["--nodes-per-cluster", "0"], "--nodes-per-cluster must be at least 1, got 0"),
+    (["--nodes-per-cluster", "2000"], "--nodes-per-cluster: 2000 is outside [1, 1024]"),
+    (["--coll", "gather"], "--coll: unknown 'gather' (choose from bcast, allreduce, alltoall)"),
+    (["--bytes", "64Kbit"], "--bytes: unknown unit 'Kbit'"),
+])
+def test_bad_arguments_name_the_problem(tmp_path, capsys, args, message):
+    assert main(["sim", "-t", str(TWO), *args, "--platform-only", str(tmp_path / "p")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+
+
+def test_platform_only_writes_what_the_overrides_say(tmp_path):
+    assert main(["sim", "-t", str(TWO), "--nodes-per-cluster", "16", "--wan-rate", "10Gbit", "--delay", "30ms",
+                 "--platform-only", str(tmp_path)]) == 0
+    zone = ET.fromstring((tmp_path / "platform.xml").read_text().split("\n", 2)[2]).find("zone")
+    assert [c.get("radical") for c in zone.findall("cluster")] == ["0-15", "0-15"]
+    assert [(l.get("bandwidth"), l.get("latency")) for l in zone.findall("link")] == [("10000000000bps", "30000us")]
+    assert len((tmp_path / "hostfile").read_text().split()) == 32
+
+
+# ---- SMPI itself: the calibration case ------------------------------------------------------
+def simulated_allreduce(tmp_path, *extra: str) -> dict:
+    out = tmp_path / "sim.json"
+    assert main(["sim", "-t", str(TWO), "--coll", "allreduce", "--bytes", "64KiB", "--json", str(out),
+                 "--timeout", "120", *extra]) == 0
+    document = json.loads(out.read_text())
+    assert document["format"] == "wanmpi-bench/1" and document["bench"] == "sim"
+    assert document["counts"] == {"cases": 1, "ok": 1, "failed": 0}
+    (row,) = document["summary"]
+    assert (row["op"], row["bytes"], row["ranks"]) == ("allreduce", 65536, 8)
+    # collbench checked the result (it exits 3 when it is wrong); simulated
+    # time: above the physical bound, and not absurdly so
+    assert row["bound_s"] < row["median_s"] < 20 * row["bound_s"]
+    return document
+
+
+def test_smpi_allreduce_with_libwanmpi_runs_its_wrappers_exactly(tmp_path):
+    document = simulated_allreduce(tmp_path)
+    assert document["summary"][0]["variant"] == "wanmpi"
+    stats = document["cases"][0]["metrics"]["wanmpi_stats"]        # WANMPI_STATS of rank 0
+    assert (stats["rank"], stats["size"]) == (0, 8)
+    # one untimed call, one timed, both ours (not the MPI's)
+    assert stats["collectives"]["allreduce"]["calls"] == 2
+    assert stats["collectives"]["allreduce"]["multilane"] == 2 and stats["collectives"]["allreduce"]["mpi"] == 0
+    assert set(stats["bytes_to_cluster"]) == {"a", "b"}             # the ranks' clusters (WANMPI_RANK_CLUSTERS)
+
+
+def test_smpi_allreduce_without_libwanmpi_is_smpis_own(tmp_path):
+    document = simulated_allreduce(tmp_path, "--no-wanmpi", "--mpi-coll", "ompi")
+    assert document["summary"][0]["variant"] == "ompi"
+    assert "wanmpi_stats" not in document["cases"][0]["metrics"]
+    assert "--cfg=smpi/coll-selector:ompi" in document["settings"]["smpi_options"]
