@@ -111,15 +111,17 @@ def test_active_nonblocking_collective_refuses_free_and_cancel(two_clusters, mpi
 def test_persistent_collectives_are_exact(two_clusters, mpi):
     """tests/programs/persistcheck: every persistent collective libwanmpi
     takes (MPI_<coll>_init; Open MPI's MPIX_<coll>_init), small (the MPI's
-    own each round) and 200,000 ints (our schedules), on MPI_COMM_WORLD and a
-    split, started three times with new input each, completed by
-    MPI_Waitall, a Testall loop or a Waitany loop: exact results, the
-    requests stay allocated; MPI_Request_free and MPI_Start of an active one
-    are refused with MPI_ERR_REQUEST (docs/nonblocking.md)."""
+    own persistent call) and 200,000 ints (our schedules) mixed in one set,
+    on MPI_COMM_WORLD and a split, started four times with new input each,
+    by MPI_Startall or one MPI_Start each in an order that differs between
+    ranks, completed by MPI_Waitall, a Testall loop or a Waitany loop: exact
+    results, the requests stay allocated; MPI_Request_free and MPI_Start of
+    an active one of ours are refused with MPI_ERR_REQUEST
+    (docs/nonblocking.md)."""
     done = run(mpi, "persistcheck", map="interleave", env=["WANMPI_EXPECT_REQUEST_ERRORS=1", "WANMPI_DEBUG=1"],
                timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "persistcheck: 12 rounds ok" in done.stdout
+    assert "persistcheck: 16 rounds ok" in done.stdout
     assert "nonblocking wm_reduce_multilane: ours" in done.stderr     # the large rounds took our schedules
 
 
@@ -331,8 +333,8 @@ def test_bad_setting_is_reported(two_clusters, setting, message):
     ("6", ["WANMPI_CHUNK=1024"]),
 ], ids=["default", "tiny-chunks"])
 def test_alltoallw_is_exact(two_clusters, tmp_path, mpi, seed, env):
-    """tests/programs/alltoallwcheck: MPI_Alltoallw and MPI_Ialltoallw (completed
-    by MPI_Wait) with a datatype per block on both sides (contiguous, vector,
+    """tests/programs/alltoallwcheck: MPI_Alltoallw, MPI_Ialltoallw (completed
+    by MPI_Wait) and MPI_Alltoallw_init (Open MPI: MPIX_; started once) with a datatype per block on both sides (contiguous, vector,
     struct with gaps), uneven counts with zeros, blocks past the chunk, byte
     displacements with gaps, on MPI_COMM_WORLD and a split of 5 ranks, and in
     place: exact against the same exchange in point-to-point messages. Our
@@ -357,14 +359,18 @@ def test_alltoallw_has_no_paced_algorithm(two_clusters):
 
 @pytest.mark.parametrize("mpi", MPIS)
 def test_fortran_alltoallw_reaches_wanmpi(two_clusters, tmp_path, mpi):
-    """The Fortran MPI_ALLTOALLW (tests/programs/alltoallw_f90.f90: MPI_INTEGER
-    sent, a contiguous type of 5 received, blocks under and past the chunk)
-    is exact and runs our schedule: Open MPI's Fortran library would call
-    PMPI_Alltoallw directly."""
-    done = run(mpi, "alltoallw_f90", map="interleave", env=[f"WANMPI_STATS={tmp_path}/stats-%r.json"])
+    """The Fortran MPI_ALLTOALLW, MPI_IALLTOALLW and MPI_ALLTOALLW_INIT (Open
+    MPI: MPIX_ALLTOALLW_INIT) (tests/programs/alltoallw_f90.f90: MPI_INTEGER
+    sent, a contiguous type of 5 received, blocks under and past the chunk;
+    the persistent one started twice) are exact and run our schedule: Open
+    MPI's Fortran library would call PMPI_Alltoallw & co directly."""
+    done = run(mpi, "alltoallw_f90", map="interleave", env=[f"WANMPI_STATS={tmp_path}/stats-%r.json",
+                                                            "WANMPI_DEBUG=1"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "alltoallw_f90: ok" in done.stdout
     assert calls(stats(tmp_path), "alltoallw", "scheduled") == 8, "the Fortran call did not reach libwanmpi"
+    ours = done.stderr.count("nonblocking wm_alltoallw_scheduled: ours")
+    assert ours == 3 * 8, f"{ours} nonblocking or persistent rounds of ours, not 24 (8 ranks x 3 rounds)"
 
 
 @pytest.mark.parametrize("mpi", MPIS)

@@ -81,9 +81,10 @@ def wanmpi_command() -> str:
 
 
 def library_digest(mpi: str) -> str:
-    """The first 12 hex digits of the SHA-256 of the checkout's libwanmpi for
-    `mpi`: which build a run tested ("?" if there is none)."""
-    path = REPO / "build" / "lib" / f"libwanmpi-{mpi}.so"
+    """The first 12 hex digits of the SHA-256 of the libwanmpi for `mpi` that
+    `wanmpi run` loads (WANMPI_LIB_DIR's, else the checkout's): which build a
+    run tested ("?" if there is none)."""
+    path = Path(os.environ.get("WANMPI_LIB_DIR") or REPO / "build" / "lib") / f"libwanmpi-{mpi}.so"
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12] if path.exists() else "?"
 
 

@@ -10,7 +10,9 @@
  * resized; both sides describe the same ints differently), and where the
  * blocks lie: byte displacements in a shuffled order, with gaps. The call
  * under test (MPI_Alltoallw, or MPI_Ialltoallw completed by MPI_Wait; also
- * MPI_IN_PLACE; and MPI_Alltoallw_c where the MPI has it) runs on MPI_COMM_WORLD or a split of uneven size; the
+ * MPI_IN_PLACE; MPI_Alltoallw_c where the MPI has it; MPI_Alltoallw_init,
+ * Open MPI 4.1's MPIX_Alltoallw_init, started, completed by MPI_Wait and
+ * freed) runs on MPI_COMM_WORLD or a split of uneven size; the
  * reference is the same exchange in point-to-point messages (PMPI_Isend,
  * PMPI_Irecv) into a second buffer. Checked: every int of every block is
  * the value that names (source, destination, position), the whole receive
@@ -19,6 +21,12 @@
  * Prints "alltoallwcheck: N cases ok (seed S)" on rank 0; on the first
  * mismatch a description on stderr and MPI_Abort. */
 #include <mpi.h>
+#ifdef OPEN_MPI
+#include <mpi-ext.h>
+#define ALLTOALLW_INIT MPIX_Alltoallw_init
+#else
+#define ALLTOALLW_INIT MPI_Alltoallw_init
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +199,16 @@ static void run_case(MPI_Comm comm, uint64_t seed, int c, int mode, int max_ints
         rc = MPI_Ialltoallw(send, s.counts, s.displs, s.dt, recv, r.counts, r.displs, r.dt, comm, &q);
         if (rc == MPI_SUCCESS)
             rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+    } else if (mode == 4) {
+        MPI_Request q;
+        rc = ALLTOALLW_INIT(send, s.counts, s.displs, s.dt, recv, r.counts, r.displs, r.dt, comm, MPI_INFO_NULL,
+                            &q);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Start(&q);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Request_free(&q);
 #if MPI_VERSION >= 4
     } else if (mode == 3) {
         MPI_Count *counts = malloc((size_t)n * 2 * sizeof *counts);
@@ -298,8 +316,10 @@ int main(int argc, char **argv)
     MPI_Comm_split(MPI_COMM_WORLD, world_rank % 3 != 0, -world_rank, &split);
     for (int c = 0; c < cases; c++) {
         int on_split = c % 2, mode = c % 8 >= 6 ? 2 : (c / 2) % 2;     /* in place: cases 6, 7 of every 8 */
-#if MPI_VERSION >= 4
         if (c % 8 == 4 || c % 8 == 5)
+            mode = 4;                                                   /* MPI_Alltoallw_init */
+#if MPI_VERSION >= 4
+        if (c % 8 == 4)
             mode = 3;                                                   /* MPI_Alltoallw_c */
 #endif
         if (on_split && world_rank % 3 == 0)

@@ -5,17 +5,22 @@
  *
  * On MPI_COMM_WORLD and on a split of it (uneven halves), for broadcast,
  * allreduce, reduce, reduce_scatter_block, allgather, allgatherv, alltoall
- * and alltoallv, of a small count (1-3 ints: the MPI's own nonblocking call
- * under libwanmpi) and of --count ints (default 200000: a schedule of
- * libwanmpi's), every kind is initialized once and started --starts times
- * (default 3) with new input each round, all kinds of a communicator at once
- * (MPI_Startall), completed by MPI_Waitall, a MPI_Testall loop or a
- * MPI_Waitany loop in turn. Every result is checked exactly against values
+ * and alltoallv, two sets: in each, every other kind of a small count (1-3
+ * ints: the MPI's own persistent call under libwanmpi) and the others of
+ * --count ints (default 200000: a schedule of libwanmpi's), the other way
+ * round in the second set. Every kind is initialized once and started
+ * --starts times (default 4) with new input each round, all kinds of a set
+ * at once: by MPI_Startall in rounds 0-2 (mod 4), completed by MPI_Waitall,
+ * a MPI_Testall loop or a MPI_Waitany loop; in round 3 by one MPI_Start each
+ * in an order of the rank's own (MPI-4.1, 6.13: starts need not come in the
+ * same order on every rank), completed by MPI_Waitall. Every result is
+ * checked exactly against values
  * every rank computes itself, and every request must stay allocated (not
  * MPI_REQUEST_NULL) after each round and become MPI_REQUEST_NULL when
  * freed. With WANMPI_EXPECT_REQUEST_ERRORS=1, MPI_Request_free and MPI_Start
- * of an active persistent collective must fail with MPI_ERR_REQUEST and
- * leave it to complete normally (libwanmpi; erroneous in the standard).
+ * of an active persistent allreduce of libwanmpi's (the large one) must
+ * fail with MPI_ERR_REQUEST and leave it to complete normally (erroneous in
+ * the standard; what the MPI's own does is the MPI's).
  *
  * On success rank 0 prints "persistcheck: N rounds ok"; a mismatch ends the
  * job with MPI_Abort and a message naming the collective, round and element.
@@ -227,10 +232,24 @@ static void request_errors(struct coll *c, MPI_Comm comm, const char *cname)
     check(c, 99, comm, cname);
 }
 
+/* One MPI_Start per request, in an order that differs between ranks: a
+ * rotation by the rank, reversed on odd ranks. */
+static void start_in_my_order(MPI_Request *reqs, MPI_Comm comm)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    for (int i = 0; i < NKIND; i++) {
+        int j = (i + rank) % NKIND;
+        int kind = rank % 2 ? NKIND - 1 - j : j;
+        if (MPI_Start(&reqs[kind]) != MPI_SUCCESS)
+            fail("MPI_Start of %s\n", kind_name[kind]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    long starts = 3, count = 200000;
+    long starts = 4, count = 200000;
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
         long *to = !strcmp(argv[i], "--starts") ? &starts : !strcmp(argv[i], "--count") ? &count : NULL;
@@ -258,17 +277,19 @@ int main(int argc, char **argv)
             struct coll c[NKIND];
             MPI_Request reqs[NKIND];
             for (int kind = 0; kind < NKIND; kind++) {
-                setup(&c[kind], kind, z ? (int)count : 1 + kind % 3, comms[k]);
+                setup(&c[kind], kind, (kind + z) % 2 ? (int)count : 1 + kind % 3, comms[k]);
                 reqs[kind] = c[kind].req;
             }
             for (int t = 0; t < starts; t++, rounds++) {
                 for (int kind = 0; kind < NKIND; kind++)
                     fill(&c[kind], t, comms[k]);
-                if (MPI_Startall(NKIND, reqs) != MPI_SUCCESS)
+                if (t % 4 == 3)
+                    start_in_my_order(reqs, comms[k]);
+                else if (MPI_Startall(NKIND, reqs) != MPI_SUCCESS)
                     fail("MPI_Startall\n");
-                if (t % 3 == 0) {
+                if (t % 4 == 0 || t % 4 == 3) {
                     MPI_Waitall(NKIND, reqs, MPI_STATUSES_IGNORE);
-                } else if (t % 3 == 1) {
+                } else if (t % 4 == 1) {
                     int flag = 0;
                     while (!flag)
                         MPI_Testall(NKIND, reqs, &flag, MPI_STATUSES_IGNORE);
@@ -288,7 +309,7 @@ int main(int argc, char **argv)
                 }
             }
             if (expect && !strcmp(expect, "1"))
-                request_errors(&c[ALLREDUCE], comms[k], cnames[k]);
+                request_errors(&c[ALLREDUCE + z], comms[k], cnames[k]);    /* a large one: allreduce, reduce */
             for (int kind = 0; kind < NKIND; kind++) {
                 if (MPI_Request_free(&c[kind].req) != MPI_SUCCESS || c[kind].req != MPI_REQUEST_NULL)
                     fail("MPI_Request_free of an inactive %s\n", kind_name[kind]);

@@ -189,8 +189,16 @@ static enum wm_alg decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg 
  * schedule (multi-lane or scheduled); else the MPI's own nonblocking call. */
 static enum wm_alg nonblocking(enum wm_alg alg, MPI_Request *request)
 {
-    return !request || alg == WM_ALG_MULTILANE || alg == WM_ALG_SCHEDULED ? alg : WM_ALG_MPI;
+    alg = !request || alg == WM_ALG_MULTILANE || alg == WM_ALG_SCHEDULED ? alg : WM_ALG_MPI;
+    struct wm_persist_call *pc = wm_persist_call;
+    if (request && pc && pc->phase == WM_PERSIST_INIT)
+        pc->alg = alg;
+    else if (request && pc)
+        alg = pc->alg;                  /* a start runs what its init chose */
+    return alg;
 }
+
+__thread struct wm_persist_call *wm_persist_call;
 
 /* The MPI's own nonblocking call put its request in *request: with
  * nonblocking calls of ours on, the engine holds it (nb.h, wm_nb_adopt). */
@@ -228,7 +236,7 @@ static int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm com
     else if (alg == WM_ALG_SINGLELANE)
         rc = wm_bcast_singlelane(wc, buf, count, type, root);
     else
-        rc = request ? adopt(PMPI_Ibcast(buf, count, type, root, comm, request), comm, request)
+        rc = request ? MPI_OWN(PMPI_Ibcast, Bcast, comm, request, buf, count, type, root, comm)
                      : PMPI_Bcast(buf, count, type, root, comm);
     record(WM_BCAST, alg, bytes, t0, request);
     return rc;
@@ -291,18 +299,19 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
     else if (alg == WM_ALG_SINGLELANE)
         rc = wm_reduce_singlelane(wc, sendbuf, recvbuf, count, counts, type, op, mode, root);
     else if (mode == WM_TO_ALL)
-        rc = request ? adopt(PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request), comm, request)
+        rc = request ? MPI_OWN(PMPI_Iallreduce, Allreduce, comm, request, sendbuf, recvbuf, count, type, op, comm)
                      : PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     else if (mode == WM_TO_ROOT)
-        rc = request ? adopt(PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request), comm, request)
+        rc = request ? MPI_OWN(PMPI_Ireduce, Reduce, comm, request, sendbuf, recvbuf, count, type, op, root,
+                               comm)
                      : PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
     else if (coll == WM_REDUCE_SCATTER_BLOCK)
-        rc = request ? adopt(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, type, op, comm, request), comm,
-                             request)
+        rc = request ? MPI_OWN(PMPI_Ireduce_scatter_block, Reduce_scatter_block, comm, request, sendbuf,
+                               recvbuf, count, type, op, comm)
                      : PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm);
     else
-        rc = request ? adopt(PMPI_Ireduce_scatter(sendbuf, recvbuf, counts, type, op, comm, request), comm,
-                             request)
+        rc = request ? MPI_OWN(PMPI_Ireduce_scatter, Reduce_scatter, comm, request, sendbuf, recvbuf, counts,
+                               type, op, comm)
                      : PMPI_Reduce_scatter(sendbuf, recvbuf, counts, type, op, comm);
     record(coll, alg, bytes, t0, request);
     return rc;
@@ -403,8 +412,8 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
                             request);
         free(counts);
     } else {
-        rc = request ? adopt(PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                             request), comm, request)
+        rc = request ? MPI_OWN(PMPI_Iallgather, Allgather, comm, request, sendbuf, sendcount, sendtype, recvbuf,
+                               recvcount, recvtype, comm)
                      : PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
     record(WM_ALLGATHER, alg, bytes, t0, request);
@@ -450,8 +459,8 @@ static int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
         rc = allgatherv_run(wc, comm, alg, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                             request);
     else if (request)
-        rc = adopt(PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
-                                    request), comm, request);
+        rc = MPI_OWN(PMPI_Iallgatherv, Allgatherv, comm, request, sendbuf, sendcount, sendtype, recvbuf,
+                     recvcounts, displs, recvtype, comm);
     else
         rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     record(WM_ALLGATHERV, alg, bytes, t0, request);
@@ -714,8 +723,8 @@ static int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, v
         alg = WM_ALG_PACED;         /* the schedule needs a separate send buffer */
     alg = nonblocking(alg, request);
     if (alg == WM_ALG_MPI)
-        rc = request ? adopt(PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                            request), comm, request)
+        rc = request ? MPI_OWN(PMPI_Ialltoall, Alltoall, comm, request, sendbuf, sendcount, sendtype, recvbuf,
+                               recvcount, recvtype, comm)
                      : PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     else if (request)
         SCHEDULE(rc, wc, comm, request, wm_alltoall_scheduled, sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -766,8 +775,8 @@ static int alltoallv(const void *sendbuf, const int *sendcounts, const int *sdis
         for (int p = 0; p < wc->size; p++)
             bytes += (double)recvcounts[p] * rsize;
     if (alg == WM_ALG_MPI && request)
-        rc = adopt(PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                                   recvtype, comm, request), comm, request);
+        rc = MPI_OWN(PMPI_Ialltoallv, Alltoallv, comm, request, sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                     recvcounts, rdispls, recvtype, comm);
     else if (alg == WM_ALG_MPI)
         rc = PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
                             comm);

@@ -1,4 +1,5 @@
-/* MPI_Alltoallw and MPI_Ialltoallw: the scheduled all-to-all (alltoallw.c),
+/* MPI_Alltoallw, MPI_Ialltoallw (and MPI_Alltoallw_init through it,
+ * persistent.c): the scheduled all-to-all (alltoallw.c),
  * or the MPI's own.
  *
  * To the MPI's own, where it reports errors exactly as without us or where
@@ -51,8 +52,8 @@ static int alltoallw(const void *sendbuf, const int *sendcounts, const int *sdis
     if (alg == WM_ALG_MPI)
         bytes = 0;
     if (alg == WM_ALG_MPI && request)
-        rc = wm_entry_adopt(PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
-                                           recvtypes, comm, request), comm, request);
+        rc = MPI_OWN(PMPI_Ialltoallw, Alltoallw, comm, request, sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                     recvcounts, rdispls, recvtypes, comm);
     else if (alg == WM_ALG_MPI)
         rc = PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     else if (request)

@@ -8,117 +8,118 @@
 
 #ifdef OPEN_MPI
 #define INIT(name) MPIX_##name##_init
-/* mpi-ext.h declares them; programs include it, we declare what we define */
-int MPIX_Bcast_init(void *, int, MPI_Datatype, int, MPI_Comm, MPI_Info, MPI_Request *);
-int MPIX_Allreduce_init(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, MPI_Request *);
-int MPIX_Reduce_init(const void *, void *, int, MPI_Datatype, MPI_Op, int, MPI_Comm, MPI_Info, MPI_Request *);
-int MPIX_Reduce_scatter_block_init(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info,
-                                   MPI_Request *);
-int MPIX_Reduce_scatter_init(const void *, void *, const int[], MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info,
-                             MPI_Request *);
-int MPIX_Allgather_init(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm, MPI_Info,
-                        MPI_Request *);
-int MPIX_Allgatherv_init(const void *, int, MPI_Datatype, void *, const int[], const int[], MPI_Datatype, MPI_Comm,
-                         MPI_Info, MPI_Request *);
-int MPIX_Alltoall_init(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm, MPI_Info,
-                       MPI_Request *);
-int MPIX_Alltoallv_init(const void *, const int[], const int[], MPI_Datatype, void *, const int[], const int[],
-                        MPI_Datatype, MPI_Comm, MPI_Info, MPI_Request *);
+#include <mpi-ext.h>      /* declares them */
 #else
 #define INIT(name) MPI_##name##_init
 #endif
 
+/* None where the MPI has no persistent collectives of its own to fall back
+ * on (SimGrid SMPI 3.32 is MPI 3.1): entry.h, WM_PMPI_INIT. */
+#if defined(OPEN_MPI) || MPI_VERSION >= 4
+
 int INIT(Bcast)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
                 MPI_Request *request)
 {
-    (void)info;
     struct wm_persist_args a = { .kind = WM_P_BCAST, .recvbuf = buf, .recvcount = count, .recvtype = type,
-                                 .root = root, .comm = comm };
+                                 .root = root, .comm = comm, .info = info };
     return wm_persist_init(&a, request);
 }
 
 static int reduction(enum wm_persist_kind kind, const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
-                     MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+                     MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
     struct wm_persist_args a = { .kind = kind, .sendbuf = sendbuf, .recvbuf = recvbuf, .recvcount = count,
-                                 .recvtype = type, .op = op, .root = root, .comm = comm };
+                                 .recvtype = type, .op = op, .root = root, .comm = comm,
+                                 .info = info };
     return wm_persist_init(&a, request);
 }
 
 int INIT(Allreduce)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                     MPI_Info info, MPI_Request *request)
 {
-    (void)info;
-    return reduction(WM_P_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, request);
+    return reduction(WM_P_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, info, request);
 }
 
 int INIT(Reduce)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                  MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    (void)info;
-    return reduction(WM_P_REDUCE, sendbuf, recvbuf, count, type, op, root, comm, request);
+    return reduction(WM_P_REDUCE, sendbuf, recvbuf, count, type, op, root, comm, info, request);
 }
 
 int INIT(Reduce_scatter_block)(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                                MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    (void)info;
-    return reduction(WM_P_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, request);
+    return reduction(WM_P_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, info, request);
 }
 
 int INIT(Reduce_scatter)(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                          MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    (void)info;
     struct wm_persist_args a = { .kind = WM_P_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
-                                 .recvcounts = recvcounts, .recvtype = type, .op = op, .comm = comm };
+                                 .recvcounts = recvcounts, .recvtype = type, .op = op, .comm = comm,
+                                 .info = info };
     return wm_persist_init(&a, request);
 }
 
 /* Allgather and alltoall: one send and one receive (count, type). */
 static int exchange(enum wm_persist_kind kind, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                    void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+                    void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                    MPI_Request *request)
 {
     struct wm_persist_args a = { .kind = kind, .sendbuf = sendbuf, .sendcount = sendcount, .sendtype = sendtype,
-                                 .recvbuf = recvbuf, .recvcount = recvcount, .recvtype = recvtype, .comm = comm };
+                                 .recvbuf = recvbuf, .recvcount = recvcount, .recvtype = recvtype, .comm = comm,
+                                 .info = info };
     return wm_persist_init(&a, request);
 }
 
 int INIT(Allgather)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    (void)info;
-    return exchange(WM_P_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    return exchange(WM_P_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info,
+                    request);
 }
 
 int INIT(Allgatherv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                     const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
-                     MPI_Request *request)
+                     const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Info info, MPI_Request *request)
 {
-    (void)info;
     struct wm_persist_args a = { .kind = WM_P_ALLGATHERV, .sendbuf = sendbuf, .sendcount = sendcount,
                                  .sendtype = sendtype, .recvbuf = recvbuf, .recvcounts = recvcounts,
-                                 .rdispls = displs, .recvtype = recvtype, .comm = comm };
+                                 .rdispls = displs, .recvtype = recvtype, .comm = comm,
+                                 .info = info };
     return wm_persist_init(&a, request);
 }
 
 int INIT(Alltoall)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    (void)info;
-    return exchange(WM_P_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    return exchange(WM_P_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info,
+                    request);
 }
 
 int INIT(Alltoallv)(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                     void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                     MPI_Info info, MPI_Request *request)
 {
-    (void)info;
     struct wm_persist_args a = { .kind = WM_P_ALLTOALLV, .sendbuf = sendbuf, .sendcounts = sendcounts,
                                  .sdispls = sdispls, .sendtype = sendtype, .recvbuf = recvbuf,
-                                 .recvcounts = recvcounts, .rdispls = rdispls, .recvtype = recvtype, .comm = comm };
+                                 .recvcounts = recvcounts, .rdispls = rdispls, .recvtype = recvtype, .comm = comm,
+                                 .info = info };
     return wm_persist_init(&a, request);
 }
+
+int INIT(Alltoallw)(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                    void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                    MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    struct wm_persist_args a = { .kind = WM_P_ALLTOALLW, .sendbuf = sendbuf, .sendcounts = sendcounts,
+                                 .sdispls = sdispls, .sendtypes = sendtypes, .recvbuf = recvbuf,
+                                 .recvcounts = recvcounts, .rdispls = rdispls, .recvtypes = recvtypes,
+                                 .comm = comm, .info = info };
+    return wm_persist_init(&a, request);
+}
+
+#endif
 
 int MPI_Start(MPI_Request *request)
 {

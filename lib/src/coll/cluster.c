@@ -1,6 +1,7 @@
 #include "cluster.h"
 #include "identity.h"
 #include "rules.h"
+#include "../common/alloc.h"
 #include "../common/log.h"
 #include "../common/settings.h"
 #include "../pacing/rate.h"
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define FOR_MAP "a communicator's cluster map"   /* what wm_calloc's memory is for */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -94,22 +97,14 @@ double wm_link_rate(const struct wm_comm *wc, int c)
                                    wm_cluster_name(wc->cluster_global[c]));
 }
 
-static void *checked_calloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p)
-        wm_fatal("out of memory (%zu bytes for a communicator's cluster map)", n * size);
-    return p;
-}
-
 /* The distinct hosts of the ranks (host_of, host_address, nhosts), so
  * that the pacing of a collective can group its sockets by host in one
  * pass (several ranks of a node share its sockets' destination). Once per
  * communicator: P x hosts comparisons at most. */
 static void index_hosts(struct wm_comm *wc)
 {
-    wc->host_of = checked_calloc((size_t)wc->size, sizeof(int));
-    wc->host_address = checked_calloc((size_t)wc->size, sizeof(uint32_t));
+    wc->host_of = wm_calloc((size_t)wc->size, sizeof(int), FOR_MAP);
+    wc->host_address = wm_calloc((size_t)wc->size, sizeof(uint32_t), FOR_MAP);
     wc->nhosts = 0;
     for (int r = 0; r < wc->size; r++) {
         uint32_t a = wc->address_of[r];
@@ -126,11 +121,11 @@ static void index_hosts(struct wm_comm *wc)
  * cluster_size, cluster_global; and each rank's address. */
 static void number_clusters(struct wm_comm *wc, const struct wm_identity *who)
 {
-    wc->cluster_of = checked_calloc((size_t)wc->size, sizeof(int));
-    wc->index_of = checked_calloc((size_t)wc->size, sizeof(int));
-    wc->cluster_size = checked_calloc((size_t)wc->size, sizeof(int));
-    wc->cluster_global = checked_calloc((size_t)wc->size, sizeof(int));
-    wc->address_of = checked_calloc((size_t)wc->size, sizeof(uint32_t));
+    wc->cluster_of = wm_calloc((size_t)wc->size, sizeof(int), FOR_MAP);
+    wc->index_of = wm_calloc((size_t)wc->size, sizeof(int), FOR_MAP);
+    wc->cluster_size = wm_calloc((size_t)wc->size, sizeof(int), FOR_MAP);
+    wc->cluster_global = wm_calloc((size_t)wc->size, sizeof(int), FOR_MAP);
+    wc->address_of = wm_calloc((size_t)wc->size, sizeof(uint32_t), FOR_MAP);
     wc->nclusters = 0;
     for (int r = 0; r < wc->size; r++) {
         int c = 0;
@@ -148,8 +143,8 @@ static void number_clusters(struct wm_comm *wc, const struct wm_identity *who)
 /* members[c][i]: the ranks of each cluster. */
 static void list_members(struct wm_comm *wc)
 {
-    wc->members = checked_calloc((size_t)wc->nclusters, sizeof(int *));
-    wc->members[0] = checked_calloc((size_t)wc->size, sizeof(int));
+    wc->members = wm_calloc((size_t)wc->nclusters, sizeof(int *), FOR_MAP);
+    wc->members[0] = wm_calloc((size_t)wc->size, sizeof(int), FOR_MAP);
     for (int c = 1; c < wc->nclusters; c++)
         wc->members[c] = wc->members[c - 1] + wc->cluster_size[c - 1];
     for (int r = 0; r < wc->size; r++)
@@ -224,7 +219,7 @@ static int build(MPI_Comm comm, struct wm_comm *wc)
         wc->flat = 1;
         return MPI_SUCCESS;
     }
-    struct wm_identity *who = checked_calloc((size_t)wc->size, sizeof *who);
+    struct wm_identity *who = wm_calloc((size_t)wc->size, sizeof *who, FOR_MAP);
     if ((rc = wm_identities(comm, wc->size, who)) != MPI_SUCCESS) {
         free(who);
         return rc;
@@ -275,7 +270,7 @@ int wm_comm_get(MPI_Comm comm, struct wm_comm **out)
         *out = wc;
         return MPI_SUCCESS;
     }
-    wc = checked_calloc(1, sizeof *wc);
+    wc = wm_calloc(1, sizeof *wc, FOR_MAP);
     if ((rc = build(comm, wc)) != MPI_SUCCESS) {
         destroy(wc);
         return rc;

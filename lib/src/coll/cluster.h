@@ -39,6 +39,7 @@ struct wm_comm {
     int mpi_tag_ub;            /* the MPI's MPI_TAG_UB: tags above tag_ub are the nonblocking
                                   calls' (nb.c) */
     unsigned nb_calls;         /* nonblocking collectives of ours started on it (nb.c) */
+    unsigned persist_calls;    /* persistent collectives of ours created on it (nb.c) */
     int nb_active;             /* of which not yet ended: the entry outlives MPI_Comm_free until 0 */
     int rules_differ;          /* the ranks read different rules files */
     struct wm_comm_rules *rules;   /* rules.c: the rules that can apply here; NULL: none */

@@ -4,6 +4,7 @@
 #include "identity.h"
 #include "rules.h"
 #include "../common/cluster_map.h"
+#include "../common/alloc.h"
 #include "../common/log.h"
 #include "../common/settings.h"
 
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define FOR_IDENTITIES "the ranks' identities"   /* what wm_calloc's memory is for */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -141,18 +144,10 @@ struct wire {                   /* what the ranks exchange: the name, not its in
     uint64_t rules;
 };
 
-static void *checked_calloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p)
-        wm_fatal("out of memory (%zu bytes for the ranks' identities)", n * size);
-    return p;
-}
-
 /* Collective over comm: every rank's identity, names numbered in rank order. */
 static int exchange(MPI_Comm comm, int size, struct wm_identity *out)
 {
-    struct wire *who = checked_calloc((size_t)size, sizeof *who), mine;
+    struct wire *who = wm_calloc((size_t)size, sizeof *who, FOR_IDENTITIES), mine;
     memset(&mine, 0, sizeof mine);
     snprintf(mine.name, sizeof mine.name, "%s", process_cluster());
     mine.address = my_address;
@@ -181,7 +176,7 @@ int wm_identity_world(void)
         return MPI_SUCCESS;
     int size, rc;
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
-    struct wm_identity *table = checked_calloc((size_t)size, sizeof *table);
+    struct wm_identity *table = wm_calloc((size_t)size, sizeof *table, FOR_IDENTITIES);
     if ((rc = exchange(MPI_COMM_WORLD, size, table)) != MPI_SUCCESS) {
         free(table);
         return rc;
@@ -195,7 +190,7 @@ int wm_identity_world(void)
 static int world_ranks(MPI_Comm comm, int size, int *rank_in_world)
 {
     MPI_Group group, world_group;
-    int *ranks = checked_calloc((size_t)size, sizeof(int)), all = 0;
+    int *ranks = wm_calloc((size_t)size, sizeof(int), FOR_IDENTITIES), all = 0;
     for (int r = 0; r < size; r++)
         ranks[r] = r;
     if (PMPI_Comm_group(comm, &group) == MPI_SUCCESS) {
@@ -214,7 +209,7 @@ static int world_ranks(MPI_Comm comm, int size, int *rank_in_world)
 int wm_identities(MPI_Comm comm, int size, struct wm_identity *out)
 {
     if (world) {
-        int *in_world = checked_calloc((size_t)size, sizeof(int));
+        int *in_world = wm_calloc((size_t)size, sizeof(int), FOR_IDENTITIES);
         int all = world_ranks(comm, size, in_world);
         for (int r = 0; all && r < size; r++)
             out[r] = world[in_world[r]];

@@ -52,17 +52,33 @@ int wm_nb_room(const struct wm_comm *wc)
     return span_of(wc, &first, &slots) > 0;
 }
 
-struct wm_sched *wm_nb_begin(const struct wm_comm *wc, MPI_Comm comm, const struct wm_comm **nbwc)
+/* Of `slots`, the nonblocking calls' (the rest is the persistent ones'). */
+static int64_t rotating(int64_t slots)
+{
+    return slots - slots / 4;
+}
+
+int64_t wm_nb_reserve(const struct wm_comm *wc)
+{
+    int64_t first, slots;
+    if (span_of(wc, &first, &slots) == 0)
+        return -1;
+    struct wm_comm *entry = (struct wm_comm *)wc;   /* the per-communicator counters */
+    return rotating(slots) + (int64_t)(entry->persist_calls++ % (unsigned)(slots - rotating(slots)));
+}
+
+struct wm_sched *wm_nb_begin(const struct wm_comm *wc, MPI_Comm comm, int64_t slot, const struct wm_comm **nbwc)
 {
     int64_t first, slots, span = span_of(wc, &first, &slots);
-    if (span == 0)
+    if (span == 0 || slot >= slots)
         return NULL;
     wm_sched_idle = wm_nb_progress;     /* blocking schedules advance ours while they wait */
     struct wm_nb *nb = calloc(1, sizeof *nb);
     if (!nb)
         wm_fatal("out of memory (nonblocking collective)");
     struct wm_comm *entry = (struct wm_comm *)wc;   /* the per-communicator counters */
-    int64_t slot = (int64_t)(entry->nb_calls++ % (unsigned)slots);
+    if (slot < 0)
+        slot = (int64_t)(entry->nb_calls++ % (unsigned)rotating(slots));
     __atomic_add_fetch(&entry->nb_active, 1, __ATOMIC_ACQ_REL);
     nb->owner = entry;
     nb->wc = *wc;

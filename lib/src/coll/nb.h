@@ -8,13 +8,19 @@
  * Tags: a nonblocking call runs on the communicator's shadow like a blocking
  * one, but in the upper half of the tag space (cluster.h), cut into slots of
  * `span` tags; the k-th nonblocking call of ours on a communicator takes slot
- * k mod slots. Collectives start in the same order on every rank, so every
- * rank picks the same slot, and calls outstanding at the same time never
- * share tags unless `slots` (256 or more) of them are. */
+ * k mod (the first three quarters of the slots). Collectives start in the
+ * same order on every rank, so every rank picks the same slot, and calls
+ * outstanding at the same time never share tags unless 192 or more of them
+ * are. The last quarter is the persistent collectives': the k-th one created
+ * on a communicator (their inits come in the same order on every rank, their
+ * starts need not) takes slot k mod (a quarter) for all its rounds, so two
+ * share tags only if 64 or more are created on one communicator, and then
+ * only the rounds of two of them started at the same time would meet. */
 #ifndef WANMPI_NB_H
 #define WANMPI_NB_H
 
 #include <mpi.h>
+#include <stdint.h>
 
 #include "cluster.h"
 #include "sched.h"
@@ -25,7 +31,10 @@ int wm_nb_room(const struct wm_comm *wc);
 /* A schedule for a new nonblocking collective on wc (user communicator
  * `comm`), and in *nbwc the communicator entry its algorithm must use (a
  * copy with the call's tag range). NULL without wm_nb_room. */
-struct wm_sched *wm_nb_begin(const struct wm_comm *wc, MPI_Comm comm, const struct wm_comm **nbwc);
+struct wm_sched *wm_nb_begin(const struct wm_comm *wc, MPI_Comm comm, int64_t slot, const struct wm_comm **nbwc);
+/* A persistent collective's slot (`slot` of wm_nb_begin for its rounds; -1
+ * there: the next of the nonblocking calls'), at its init; wm_nb_room first. */
+int64_t wm_nb_reserve(const struct wm_comm *wc);
 /* Hands the schedule (filled by the algorithm; rc: what filling it
  * returned) to the engine and gives the user its request. */
 int wm_nb_submit(struct wm_sched *s, int rc, MPI_Request *request);

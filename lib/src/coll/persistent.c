@@ -1,9 +1,13 @@
-/* Persistent collectives (persistent.h). Each one keeps its arguments; its
- * MPI_Start calls the nonblocking form (wanmpi_internal.h), which runs ours
- * or the MPI's own as a nonblocking call would, and remembers the round's
- * request. Starts come in the same order on every rank (MPI-4.1, 6.13), so
- * the choice and the tag slot of every round agree across ranks. */
+/* Persistent collectives (persistent.h). The init chooses, through the
+ * nonblocking entry point with wm_persist_call set (entry.h): where the MPI's
+ * own algorithm runs, the user gets the MPI's own persistent request
+ * (MPI_<coll>_init) and we keep nothing; where ours runs, it keeps its
+ * arguments, the algorithm and a tag slot of its own, and each MPI_Start
+ * runs that nonblocking schedule in that slot and remembers the round's
+ * request. Inits come in the same order on every rank, starts need not
+ * (MPI-4.1, 6.13): so nothing a start does depends on the order of starts. */
 #include "persistent.h"
+#include "entry.h"
 #include "wanmpi_internal.h"
 #include "../common/log.h"
 
@@ -14,6 +18,7 @@ struct wm_persist {
     MPI_Request handle;         /* what the user holds */
     MPI_Request round;          /* the current round's request; MPI_REQUEST_NULL: inactive */
     struct wm_persist_args a;
+    struct wm_persist_call call;    /* the algorithm and tag slot of every round */
     struct wm_persist *next;
 };
 
@@ -60,7 +65,7 @@ void wm_persist_unmap(int n, MPI_Request *reqs, const MPI_Request *mapped)
     pthread_mutex_unlock(&lock);
 }
 
-static int start_round(const struct wm_persist_args *a, MPI_Request *round)
+static int entry_point(const struct wm_persist_args *a, MPI_Request *round)
 {
     switch (a->kind) {
     case WM_P_BCAST: return wm_ibcast(a->recvbuf, a->recvcount, a->recvtype, a->root, a->comm, round);
@@ -84,8 +89,20 @@ static int start_round(const struct wm_persist_args *a, MPI_Request *round)
     case WM_P_ALLTOALLV:
         return wm_ialltoallv(a->sendbuf, a->sendcounts, a->sdispls, a->sendtype, a->recvbuf, a->recvcounts,
                              a->rdispls, a->recvtype, a->comm, round);
+    case WM_P_ALLTOALLW:
+        return wm_ialltoallw(a->sendbuf, a->sendcounts, a->sdispls, a->sendtypes, a->recvbuf, a->recvcounts,
+                             a->rdispls, a->recvtypes, a->comm, round);
     }
     return MPI_ERR_INTERN;
+}
+
+/* The nonblocking entry point of the kind, as `call` says (entry.h). */
+static int nonblocking(const struct wm_persist_args *a, struct wm_persist_call *call, MPI_Request *round)
+{
+    wm_persist_call = call;
+    int rc = entry_point(a, round);
+    wm_persist_call = NULL;
+    return rc;
 }
 
 static int refuse(MPI_Comm comm, const char *what)
@@ -107,8 +124,17 @@ int wm_persist_start(MPI_Request *request, int *rc)
         *rc = refuse(p->a.comm, "MPI_Start of a persistent collective that is still active");
         return 1;
     }
+    struct wm_comm *wc = wm_comm_cached(p->a.comm);
+    if (!wc || !wc->connected) {        /* libwanmpi let go of it at MPI_Comm_free */
+        wm_warn("MPI_Start of a persistent collective of libwanmpi after MPI_Comm_free of its communicator: "
+                "not supported (free the request first)");
+        PMPI_Comm_call_errhandler(p->a.comm, MPI_ERR_COMM);
+        *rc = MPI_ERR_COMM;
+        return 1;
+    }
     MPI_Request round = MPI_REQUEST_NULL;
-    *rc = start_round(&p->a, &round);
+    struct wm_persist_call call = p->call;
+    *rc = nonblocking(&p->a, &call, &round);
     pthread_mutex_lock(&lock);
     p->round = round;
     pthread_mutex_unlock(&lock);
@@ -134,6 +160,7 @@ int wm_persist_free(MPI_Request *request, int *rc)
         return 1;
     }
     *rc = PMPI_Request_free(request);
+    free(p->a.owned);
     free(p);
     return 1;
 }
@@ -141,16 +168,26 @@ int wm_persist_free(MPI_Request *request, int *rc)
 int wm_persist_init(const struct wm_persist_args *a, MPI_Request *request)
 {
     if (!request) {
+        free(a->owned);
         PMPI_Comm_call_errhandler(a->comm, MPI_ERR_ARG);
         return MPI_ERR_ARG;
+    }
+    struct wm_persist_call call = { .phase = WM_PERSIST_INIT, .info = a->info, .alg = WM_ALG_MPI, .slot = -1 };
+    int rc = nonblocking(a, &call, request);
+    if (rc != MPI_SUCCESS || call.alg == WM_ALG_MPI) {
+        free(a->owned);                 /* the MPI's own has built its schedule */
+        return rc;                      /* the MPI's own persistent request, or its error */
     }
     struct wm_persist *p = calloc(1, sizeof *p);
     if (!p)
         wm_fatal("out of memory (persistent collective)");
     p->a = *a;
+    p->call = call;
+    p->call.phase = WM_PERSIST_START;
     p->round = MPI_REQUEST_NULL;
-    int rc = PMPI_Send_init(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, a->comm, &p->handle);
+    rc = PMPI_Send_init(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, a->comm, &p->handle);
     if (rc != MPI_SUCCESS) {
+        free(a->owned);
         free(p);
         return rc;
     }

@@ -1,19 +1,22 @@
-/* Persistent collectives of ours (MPI-4 MPI_Bcast_init, ...; Open MPI 4.1's
- * MPIX_*_init): every MPI_Start runs the nonblocking call (api.c chooses,
- * nb.c runs) and the user's request stands for the current round.
+/* Persistent collectives (MPI-4 MPI_Bcast_init, ...; Open MPI 4.1's
+ * MPIX_*_init). The init chooses (api.c), once: where the MPI's own
+ * algorithm runs, the user holds the MPI's own persistent request; where
+ * ours runs, every MPI_Start runs our nonblocking schedule (nb.c) in a tag
+ * slot the init reserved, and the user's request stands for the current
+ * round.
  *
- * The user's handle is a real persistent request of the MPI (a send to
- * MPI_PROC_NULL, never started): the completion calls map it to the request
- * of its round before they call the MPI (progress.c), and should it reach
- * the MPI unmapped, the MPI sees an inactive persistent request, which is
- * what an idle persistent collective is. */
+ * The handle of one of ours is a real persistent request of the MPI (a send
+ * to MPI_PROC_NULL, never started): the completion calls map it to the
+ * request of its round before they call the MPI (progress.c), and should it
+ * reach the MPI unmapped, the MPI sees an inactive persistent request, which
+ * is what an idle persistent collective is. */
 #ifndef WANMPI_PERSISTENT_H
 #define WANMPI_PERSISTENT_H
 
 #include <mpi.h>
 
 enum wm_persist_kind { WM_P_BCAST, WM_P_ALLREDUCE, WM_P_REDUCE, WM_P_REDUCE_SCATTER_BLOCK, WM_P_ALLGATHER,
-                       WM_P_ALLGATHERV, WM_P_ALLTOALL, WM_P_ALLTOALLV, WM_P_REDUCE_SCATTER };
+                       WM_P_ALLGATHERV, WM_P_ALLTOALL, WM_P_ALLTOALLV, WM_P_REDUCE_SCATTER, WM_P_ALLTOALLW };
 
 /* The arguments of MPI_<kind>_init, kept for every start (a broadcast's
  * buffer, count and type are the receive ones). */
@@ -24,11 +27,16 @@ struct wm_persist_args {
     int sendcount, recvcount, root;
     const int *sendcounts, *sdispls, *recvcounts, *rdispls;
     MPI_Datatype sendtype, recvtype;
+    const MPI_Datatype *sendtypes, *recvtypes;     /* alltoallw */
     MPI_Op op;
     MPI_Comm comm;
+    MPI_Info info;              /* for the MPI's own persistent call */
+    void *owned;                /* freed with the request (malloc'd; NULL: none): arrays the
+                                   caller made for us, e.g. the Fortran binding's C datatypes */
 };
 
-/* MPI_<kind>_init: the user's handle in *request. */
+/* MPI_<kind>_init: the user's handle in *request (ours, or the MPI's own);
+ * a->owned is ours to free from here on, whatever it returns. */
 int wm_persist_init(const struct wm_persist_args *a, MPI_Request *request);
 
 /* Whether any persistent collective of ours exists (cheap). */

@@ -11,8 +11,8 @@
  * return are ours (generalized requests): fortran/progress.c binds the
  * completion calls so that a Fortran MPI_WAIT advances them.
  *
- * Calls libwanmpi may take later (mpi_ialltoallw_, its _init) belong in the
- * list below, one binding each. */
+ * The alltoallw ones, whose datatype arrays need converting, are in
+ * alltoallw.c. */
 #include <mpi.h>
 
 #include "arguments.h"
@@ -158,6 +158,7 @@ void mpi_ibarrier_(MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
 FORTRAN_NAMES(mpi_ibarrier, MPI_IBARRIER, (MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr),
               (comm, request, ierr))
 
+#if defined(OPEN_MPI) || MPI_VERSION >= 4     /* as in coll/api_persistent.c */
 /* ---- persistent: MPI_<COLL>_INIT (MPICH 5), MPIX_<COLL>_INIT (Open MPI 4.1) ---- */
 
 #ifdef OPEN_MPI
@@ -170,11 +171,12 @@ FORTRAN_NAMES(mpi_ibarrier, MPI_IBARRIER, (MPI_Fint *comm, MPI_Fint *request, MP
     FORTRAN_NAMES(mpi_##coll##_init, MPI_##COLL##_INIT, params, args)
 #endif
 
-/* The user's handle (persistent.h); the info is not used. */
-static void init(struct wm_persist_args *a, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
+/* The user's handle (persistent.h). */
+static void init(struct wm_persist_args *a, MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
 {
     MPI_Request r = MPI_REQUEST_NULL;
     a->comm = MPI_Comm_f2c(*comm);
+    a->info = MPI_Info_f2c(*info);
     int rc = wm_persist_init(a, &r);
     out(rc, r, request, ierr);
 }
@@ -182,10 +184,9 @@ static void init(struct wm_persist_args *a, MPI_Fint *comm, MPI_Fint *request, M
 static void bcast_init(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *info,
                        MPI_Fint *request, MPI_Fint *ierr)
 {
-    (void)info;
     struct wm_persist_args a = { .kind = WM_P_BCAST, .recvbuf = buffer(buf), .recvcount = *count,
                                  .recvtype = MPI_Type_f2c(*type), .root = *root };
-    init(&a, comm, request, ierr);
+    init(&a, comm, info, request, ierr);
 }
 INIT_NAMES(bcast, BCAST,
            (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *info,
@@ -193,19 +194,19 @@ INIT_NAMES(bcast, BCAST,
            (buf, count, type, root, comm, info, request, ierr))
 
 static void reduction(enum wm_persist_kind kind, const void *sendbuf, void *recvbuf, MPI_Fint *count,
-                      MPI_Fint *type, MPI_Fint *op, int root, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
+                      MPI_Fint *type, MPI_Fint *op, int root, MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request,
+                      MPI_Fint *ierr)
 {
     struct wm_persist_args a = { .kind = kind, .sendbuf = send_buffer(sendbuf), .recvbuf = buffer(recvbuf),
                                  .recvcount = *count, .recvtype = MPI_Type_f2c(*type), .op = MPI_Op_f2c(*op),
                                  .root = root };
-    init(&a, comm, request, ierr);
+    init(&a, comm, info, request, ierr);
 }
 
 static void allreduce_init(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
                            MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
 {
-    (void)info;
-    reduction(WM_P_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, request, ierr);
+    reduction(WM_P_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, comm, info, request, ierr);
 }
 INIT_NAMES(allreduce, ALLREDUCE,
            (const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
@@ -215,8 +216,7 @@ INIT_NAMES(allreduce, ALLREDUCE,
 static void reduce_init(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
                         MPI_Fint *root, MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
 {
-    (void)info;
-    reduction(WM_P_REDUCE, sendbuf, recvbuf, count, type, op, *root, comm, request, ierr);
+    reduction(WM_P_REDUCE, sendbuf, recvbuf, count, type, op, *root, comm, info, request, ierr);
 }
 INIT_NAMES(reduce, REDUCE,
            (const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
@@ -227,8 +227,7 @@ static void reduce_scatter_block_init(const void *sendbuf, void *recvbuf, MPI_Fi
                                       MPI_Fint *op, MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request,
                                       MPI_Fint *ierr)
 {
-    (void)info;
-    reduction(WM_P_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, request, ierr);
+    reduction(WM_P_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, type, op, 0, comm, info, request, ierr);
 }
 INIT_NAMES(reduce_scatter_block, REDUCE_SCATTER_BLOCK,
            (const void *sendbuf, void *recvbuf, MPI_Fint *recvcount, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
@@ -239,11 +238,10 @@ INIT_NAMES(reduce_scatter_block, REDUCE_SCATTER_BLOCK,
 static void reduce_scatter_init(const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type,
                                 MPI_Fint *op, MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
 {
-    (void)info;
     struct wm_persist_args a = { .kind = WM_P_REDUCE_SCATTER, .sendbuf = send_buffer(sendbuf),
                                  .recvbuf = buffer(recvbuf), .recvcounts = recvcounts,
                                  .recvtype = MPI_Type_f2c(*type), .op = MPI_Op_f2c(*op) };
-    init(&a, comm, request, ierr);
+    init(&a, comm, info, request, ierr);
 }
 INIT_NAMES(reduce_scatter, REDUCE_SCATTER,
            (const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type, MPI_Fint *op,
@@ -252,21 +250,20 @@ INIT_NAMES(reduce_scatter, REDUCE_SCATTER,
 
 /* Allgather and alltoall: one send and one receive (count, type). */
 static void exchange(enum wm_persist_kind kind, const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype,
-                     void *recvbuf, MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *request,
-                     MPI_Fint *ierr)
+                     void *recvbuf, MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *info,
+                     MPI_Fint *request, MPI_Fint *ierr)
 {
     struct wm_persist_args a = { .kind = kind, .sendbuf = send_buffer(sendbuf), .sendcount = *sendcount,
                                  .sendtype = MPI_Type_f2c(*sendtype), .recvbuf = buffer(recvbuf),
                                  .recvcount = *recvcount, .recvtype = MPI_Type_f2c(*recvtype) };
-    init(&a, comm, request, ierr);
+    init(&a, comm, info, request, ierr);
 }
 
 static void allgather_init(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
                            MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *info,
                            MPI_Fint *request, MPI_Fint *ierr)
 {
-    (void)info;
-    exchange(WM_P_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierr);
+    exchange(WM_P_ALLGATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierr);
 }
 INIT_NAMES(allgather, ALLGATHER,
            (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
@@ -277,8 +274,7 @@ static void alltoall_init(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *se
                           MPI_Fint *recvcount, MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *info,
                           MPI_Fint *request, MPI_Fint *ierr)
 {
-    (void)info;
-    exchange(WM_P_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, ierr);
+    exchange(WM_P_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, ierr);
 }
 INIT_NAMES(alltoall, ALLTOALL,
            (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
@@ -290,11 +286,10 @@ static void allgatherv_init(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *
                             const MPI_Fint *recvcounts, const MPI_Fint *displs, MPI_Fint *recvtype, MPI_Fint *comm,
                             MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
 {
-    (void)info;
     struct wm_persist_args a = { .kind = WM_P_ALLGATHERV, .sendbuf = send_buffer(sendbuf), .sendcount = *sendcount,
                                  .sendtype = MPI_Type_f2c(*sendtype), .recvbuf = buffer(recvbuf),
                                  .recvcounts = recvcounts, .rdispls = displs, .recvtype = MPI_Type_f2c(*recvtype) };
-    init(&a, comm, request, ierr);
+    init(&a, comm, info, request, ierr);
 }
 INIT_NAMES(allgatherv, ALLGATHERV,
            (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, const MPI_Fint *recvcounts,
@@ -306,12 +301,11 @@ static void alltoallv_init(const void *sendbuf, const MPI_Fint *sendcounts, cons
                            MPI_Fint *sendtype, void *recvbuf, const MPI_Fint *recvcounts, const MPI_Fint *rdispls,
                            MPI_Fint *recvtype, MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
 {
-    (void)info;
     struct wm_persist_args a = { .kind = WM_P_ALLTOALLV, .sendbuf = send_buffer(sendbuf), .sendcounts = sendcounts,
                                  .sdispls = sdispls, .sendtype = MPI_Type_f2c(*sendtype), .recvbuf = buffer(recvbuf),
                                  .recvcounts = recvcounts, .rdispls = rdispls,
                                  .recvtype = MPI_Type_f2c(*recvtype) };
-    init(&a, comm, request, ierr);
+    init(&a, comm, info, request, ierr);
 }
 INIT_NAMES(alltoallv, ALLTOALLV,
            (const void *sendbuf, const MPI_Fint *sendcounts, const MPI_Fint *sdispls, MPI_Fint *sendtype,
@@ -319,3 +313,4 @@ INIT_NAMES(alltoallv, ALLTOALLV,
             MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr),
            (sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request,
             ierr))
+#endif
