@@ -167,7 +167,7 @@ SMPI_OBJS := $(patsubst lib/src/%.c,$(SMPI_DIR)/obj/%.o,$(filter-out $(SMPI_REPL
 SMPI_CFLAGS := $(CFLAGS) -g -Ilib/include
 smpi: $(SMPI_DIR)/collbench-wan $(SMPI_DIR)/collbench-plain
 
-$(SMPI_DIR)/obj/%.o: lib/src/%.c $(LIB_HEADERS)
+$(SMPI_DIR)/obj/%.o: lib/src/%.c $(LIB_HEADERS) | apt
 	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -c $< -o $@
 $(SMPI_DIR)/obj/smpi/own_alltoall_smpi.o: lib/smpi/own_alltoall_smpi.c $(LIB_HEADERS)
 	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -iquote lib/src/coll -c $< -o $@
@@ -179,7 +179,7 @@ $(SMPI_DIR)/obj/smpi/%.o: lib/src/coll/%.c lib/smpi/smpi_yield.h $(LIB_HEADERS)
 	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -include lib/smpi/smpi_yield.h -c $< -o $@
 $(SMPI_DIR)/collbench-wan: bench/collbench.c $(SMPI_OBJS)
 	$(SMPICC) $(CFLAGS) -o $@ $< $(SMPI_OBJS) -ldl -lpthread
-$(SMPI_DIR)/collbench-plain: bench/collbench.c
+$(SMPI_DIR)/collbench-plain: bench/collbench.c | apt
 	@mkdir -p $(@D); $(SMPICC) $(CFLAGS) -o $@ $<
 
 # Lmod beside environment-modules, for the modulefile tests: Debian's lmod
