@@ -118,28 +118,29 @@ static void alltoallw_init(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *
     set(ierr, rc);
 }
 
+/* MPI-4's MPI_ALLTOALLW_INIT under MPICH, Open MPI 4.1's MPIX_ALLTOALLW_INIT;
+ * NAMES expands the names before FORTRAN_NAMES pastes them. */
 #ifdef OPEN_MPI
-void mpix_alltoallw_init_(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes,
-                          void *recvbuf, MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes,
-                          MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
-{
-    alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info,
-                   request, ierr);
-}
-FORTRAN_NAMES(mpix_alltoallw_init, MPIX_ALLTOALLW_INIT,
+#define INIT_LOWER mpix_alltoallw_init
+#define INIT_LOWER_ mpix_alltoallw_init_
+#define INIT_UPPER MPIX_ALLTOALLW_INIT
 #else
-void mpi_alltoallw_init_(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes,
-                         void *recvbuf, MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes,
-                         MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
+#define INIT_LOWER mpi_alltoallw_init
+#define INIT_LOWER_ mpi_alltoallw_init_
+#define INIT_UPPER MPI_ALLTOALLW_INIT
+#endif
+#define NAMES(lower, upper, params, args) FORTRAN_NAMES(lower, upper, params, args)
+
+void INIT_LOWER_(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes, void *recvbuf,
+                 MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes, MPI_Fint *comm, MPI_Fint *info,
+                 MPI_Fint *request, MPI_Fint *ierr)
 {
     alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info,
                    request, ierr);
 }
-FORTRAN_NAMES(mpi_alltoallw_init, MPI_ALLTOALLW_INIT,
-#endif
-              (const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes, void *recvbuf,
-               MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes, MPI_Fint *comm, MPI_Fint *info,
-               MPI_Fint *request, MPI_Fint *ierr),
-              (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request,
-               ierr))
+NAMES(INIT_LOWER, INIT_UPPER,
+      (const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes, void *recvbuf,
+       MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes, MPI_Fint *comm, MPI_Fint *info,
+       MPI_Fint *request, MPI_Fint *ierr),
+      (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierr))
 #endif
