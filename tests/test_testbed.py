@@ -101,6 +101,34 @@ def test_clean_removes_the_files_of_killed_jobs_only():
             f.unlink(missing_ok=True)
 
 
+def test_clean_removes_mpich_topology_files_while_no_launcher_runs(tmp_path):
+    """MPICH's mpiexec.hydra leaves /tmp/hydra_hwloc_xmlfile_* when a job ends
+    abnormally; `wanmpi clean` removes them, but not while a launcher (here a
+    process named hydra_pmi_proxy) runs, whose file it might be."""
+    leftover = Path("/tmp/hydra_hwloc_xmlfile_wmtest")
+    leftover.write_text("<topology/>")
+    proxy = tmp_path / "hydra_pmi_proxy"
+    proxy.write_bytes(Path("/bin/sleep").read_bytes())
+    proxy.chmod(0o755)
+    running = subprocess.Popen([str(proxy), "600"])
+    try:
+        time.sleep(0.2)
+        clean = wanmpi("clean")
+        assert clean.returncode == 0, clean.stderr
+        assert leftover.exists(), "removed while a launcher runs"
+        running.kill()
+        running.wait()
+        clean = wanmpi("clean")
+        assert clean.returncode == 0, clean.stderr
+        assert not leftover.exists()
+        assert f"file {leftover} of a job that no longer runs" in clean.stdout
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+        leftover.unlink(missing_ok=True)
+
+
 def can_connect(src_ns: str, address: str, port: int = 7000, timeout: float = 2.0) -> bool:
     code = ("import socket,sys\n"
             f"s=socket.socket(); s.settimeout({timeout})\n"

@@ -53,9 +53,33 @@ def job_file(kind: str, job_id: str) -> Path:
     return Path(f"/tmp/wanmpi-{kind}-{job_id}")
 
 
+# MPICH's mpiexec.hydra writes the node's topology to
+# /tmp/hydra_hwloc_xmlfile_XXXXXX (a path it hard-codes) for its proxies and
+# leaves the file behind when a job ends abnormally (an MPI_Abort, `wanmpi run
+# --timeout`): 41 of them after one day's tests. Whose it was is not written
+# anywhere, so they go only while no launcher runs on the host.
+HYDRA_FILES = "hydra_hwloc_xmlfile_*"
+LAUNCHERS = ("mpiexec", "mpiexec.hydra", "mpirun", "hydra_pmi_proxy", "orterun", "prterun")
+
+
+def launcher_running() -> bool:
+    """Whether any MPI launcher (or MPICH's proxy) runs on this host."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if name in LAUNCHERS:
+            return True
+    return False
+
+
 def stale_files() -> list[Path]:
     """Removes the per-job files of jobs no process of which runs any more
-    (their `wanmpi run` was killed with SIGKILL); returns them."""
+    (their `wanmpi run` was killed with SIGKILL), and MPICH's topology files
+    while no launcher runs; returns them."""
     files: dict[str, list[Path]] = {}
     for kind in JOB_FILE_KINDS:
         for f in Path("/tmp").glob(f"wanmpi-{kind}-*"):
@@ -66,4 +90,9 @@ def stale_files() -> list[Path]:
             for f in found:
                 f.unlink(missing_ok=True)
             removed += found
+    hydra = sorted(Path("/tmp").glob(HYDRA_FILES))
+    if hydra and not launcher_running():
+        for f in hydra:
+            f.unlink(missing_ok=True)
+        removed += hydra
     return removed
