@@ -86,8 +86,7 @@ void mpi_ialltoallw_(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispl
     else
         rc = wm_ialltoallw(send, sendcounts, sdispls, st, buffer(recvbuf), recvcounts, rdispls, rt, c, &r);
     free(owned);
-    *request = MPI_Request_c2f(rc == MPI_SUCCESS ? r : MPI_REQUEST_NULL);
-    set(ierr, rc);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_ialltoallw, MPI_IALLTOALLW,
               (const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes, void *recvbuf,
@@ -114,33 +113,13 @@ static void alltoallw_init(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *
     } else {
         PMPI_Comm_call_errhandler(c, rc);
     }
-    *request = MPI_Request_c2f(rc == MPI_SUCCESS ? r : MPI_REQUEST_NULL);
-    set(ierr, rc);
+    out_request(rc, r, request, ierr);
 }
 
-/* MPI-4's MPI_ALLTOALLW_INIT under MPICH, Open MPI 4.1's MPIX_ALLTOALLW_INIT;
- * NAMES expands the names before FORTRAN_NAMES pastes them. */
-#ifdef OPEN_MPI
-#define INIT_LOWER mpix_alltoallw_init
-#define INIT_LOWER_ mpix_alltoallw_init_
-#define INIT_UPPER MPIX_ALLTOALLW_INIT
-#else
-#define INIT_LOWER mpi_alltoallw_init
-#define INIT_LOWER_ mpi_alltoallw_init_
-#define INIT_UPPER MPI_ALLTOALLW_INIT
-#endif
-#define NAMES(lower, upper, params, args) FORTRAN_NAMES(lower, upper, params, args)
-
-void INIT_LOWER_(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes, void *recvbuf,
-                 MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes, MPI_Fint *comm, MPI_Fint *info,
-                 MPI_Fint *request, MPI_Fint *ierr)
-{
-    alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info,
-                   request, ierr);
-}
-NAMES(INIT_LOWER, INIT_UPPER,
-      (const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes, void *recvbuf,
-       MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes, MPI_Fint *comm, MPI_Fint *info,
-       MPI_Fint *request, MPI_Fint *ierr),
-      (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, ierr))
+INIT_NAMES(alltoallw, ALLTOALLW,
+           (const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes, void *recvbuf,
+            MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes, MPI_Fint *comm, MPI_Fint *info,
+            MPI_Fint *request, MPI_Fint *ierr),
+           (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request,
+            ierr))
 #endif

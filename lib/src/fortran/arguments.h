@@ -1,7 +1,7 @@
 /* What a Fortran argument means in C, shared by the Fortran bindings:
  * MPI_IN_PLACE and MPI_BOTTOM (addresses of the MPI's own Fortran
  * variables, found through the dynamic linker, arguments.c) and the
- * optional IERROR of mpi_f08. */
+ * optional IERROR of mpi_f08; a request handed back. */
 #ifndef WM_FORTRAN_ARGUMENTS_H
 #define WM_FORTRAN_ARGUMENTS_H
 
@@ -28,6 +28,13 @@ static inline void set(MPI_Fint *ierr, int rc)
 {
     if (ierr)
         *ierr = (MPI_Fint)rc;
+}
+
+/* A call's request as the Fortran handle (MPI_REQUEST_NULL if it failed), and IERROR. */
+static inline void out_request(int rc, MPI_Request r, MPI_Fint *request, MPI_Fint *ierr)
+{
+    *request = MPI_Request_c2f(rc == MPI_SUCCESS ? r : MPI_REQUEST_NULL);
+    set(ierr, rc);
 }
 
 #endif

@@ -10,4 +10,17 @@
     void upper params { lower##_ args; }                                                         \
     void lower##_f08_ params { lower##_ args; }
 
+/* A persistent collective's names: MPI-4's MPI_<COLL>_INIT under MPICH, Open
+ * MPI 4.1's MPIX_<COLL>_INIT (its pcollreq extension), each calling the
+ * file's static coll##_init. After <mpi.h> (OPEN_MPI). */
+#ifdef OPEN_MPI
+#define INIT_NAMES(coll, COLL, params, args)                                                          \
+    void mpix_##coll##_init_ params { coll##_init args; }                                             \
+    FORTRAN_NAMES(mpix_##coll##_init, MPIX_##COLL##_INIT, params, args)
+#else
+#define INIT_NAMES(coll, COLL, params, args)                                                          \
+    void mpi_##coll##_init_ params { coll##_init args; }                                              \
+    FORTRAN_NAMES(mpi_##coll##_init, MPI_##COLL##_INIT, params, args)
+#endif
+
 #endif

@@ -20,19 +20,12 @@
 #include "../coll/persistent.h"
 #include "../coll/wanmpi_internal.h"
 
-/* A started call's request, as the Fortran handle. */
-static void out(int rc, MPI_Request r, MPI_Fint *request, MPI_Fint *ierr)
-{
-    *request = MPI_Request_c2f(rc == MPI_SUCCESS ? r : MPI_REQUEST_NULL);
-    set(ierr, rc);
-}
-
 void mpi_ibcast_(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *request,
                  MPI_Fint *ierr)
 {
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_ibcast(buffer(buf), *count, MPI_Type_f2c(*type), *root, MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_ibcast, MPI_IBCAST,
               (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *request,
@@ -45,7 +38,7 @@ void mpi_iallreduce_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fi
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_iallreduce(send_buffer(sendbuf), buffer(recvbuf), *count, MPI_Type_f2c(*type), MPI_Op_f2c(*op),
                            MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_iallreduce, MPI_IALLREDUCE,
               (const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
@@ -58,7 +51,7 @@ void mpi_ireduce_(const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint 
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_ireduce(send_buffer(sendbuf), buffer(recvbuf), *count, MPI_Type_f2c(*type), MPI_Op_f2c(*op),
                         *root, MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_ireduce, MPI_IREDUCE,
               (const void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
@@ -71,7 +64,7 @@ void mpi_ireduce_scatter_block_(const void *sendbuf, void *recvbuf, MPI_Fint *re
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_ireduce_scatter_block(send_buffer(sendbuf), buffer(recvbuf), *recvcount, MPI_Type_f2c(*type),
                                       MPI_Op_f2c(*op), MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,
               (const void *sendbuf, void *recvbuf, MPI_Fint *recvcount, MPI_Fint *type, MPI_Fint *op,
@@ -84,7 +77,7 @@ void mpi_ireduce_scatter_(const void *sendbuf, void *recvbuf, const MPI_Fint *re
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_ireduce_scatter(send_buffer(sendbuf), buffer(recvbuf), recvcounts, MPI_Type_f2c(*type),
                                 MPI_Op_f2c(*op), MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_ireduce_scatter, MPI_IREDUCE_SCATTER,
               (const void *sendbuf, void *recvbuf, const MPI_Fint *recvcounts, MPI_Fint *type, MPI_Fint *op,
@@ -97,7 +90,7 @@ void mpi_iallgather_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtyp
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_iallgather(send_buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), buffer(recvbuf), *recvcount,
                            MPI_Type_f2c(*recvtype), MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_iallgather, MPI_IALLGATHER,
               (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
@@ -112,7 +105,7 @@ void mpi_iallgatherv_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendty
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_iallgatherv(send_buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), buffer(recvbuf), recvcounts,
                             displs, MPI_Type_f2c(*recvtype), MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_iallgatherv, MPI_IALLGATHERV,
               (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf,
@@ -126,7 +119,7 @@ void mpi_ialltoall_(const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_ialltoall(send_buffer(sendbuf), *sendcount, MPI_Type_f2c(*sendtype), buffer(recvbuf), *recvcount,
                           MPI_Type_f2c(*recvtype), MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_ialltoall, MPI_IALLTOALL,
               (const void *sendbuf, MPI_Fint *sendcount, MPI_Fint *sendtype, void *recvbuf, MPI_Fint *recvcount,
@@ -140,7 +133,7 @@ void mpi_ialltoallv_(const void *sendbuf, const MPI_Fint *sendcounts, const MPI_
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_ialltoallv(send_buffer(sendbuf), sendcounts, sdispls, MPI_Type_f2c(*sendtype), buffer(recvbuf),
                            recvcounts, rdispls, MPI_Type_f2c(*recvtype), MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_ialltoallv, MPI_IALLTOALLV,
               (const void *sendbuf, const MPI_Fint *sendcounts, const MPI_Fint *sdispls, MPI_Fint *sendtype,
@@ -153,7 +146,7 @@ void mpi_ibarrier_(MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
 {
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = wm_ibarrier(MPI_Comm_f2c(*comm), &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 FORTRAN_NAMES(mpi_ibarrier, MPI_IBARRIER, (MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr),
               (comm, request, ierr))
@@ -161,15 +154,6 @@ FORTRAN_NAMES(mpi_ibarrier, MPI_IBARRIER, (MPI_Fint *comm, MPI_Fint *request, MP
 #if defined(OPEN_MPI) || MPI_VERSION >= 4     /* as in coll/api_persistent.c */
 /* ---- persistent: MPI_<COLL>_INIT (MPICH 5), MPIX_<COLL>_INIT (Open MPI 4.1) ---- */
 
-#ifdef OPEN_MPI
-#define INIT_NAMES(coll, COLL, params, args)                                                          \
-    void mpix_##coll##_init_ params { coll##_init args; }                                             \
-    FORTRAN_NAMES(mpix_##coll##_init, MPIX_##COLL##_INIT, params, args)
-#else
-#define INIT_NAMES(coll, COLL, params, args)                                                          \
-    void mpi_##coll##_init_ params { coll##_init args; }                                              \
-    FORTRAN_NAMES(mpi_##coll##_init, MPI_##COLL##_INIT, params, args)
-#endif
 
 /* The user's handle (persistent.h). */
 static void init(struct wm_persist_args *a, MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)
@@ -178,7 +162,7 @@ static void init(struct wm_persist_args *a, MPI_Fint *comm, MPI_Fint *info, MPI_
     a->comm = MPI_Comm_f2c(*comm);
     a->info = MPI_Info_f2c(*info);
     int rc = wm_persist_init(a, &r);
-    out(rc, r, request, ierr);
+    out_request(rc, r, request, ierr);
 }
 
 static void bcast_init(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *info,
