@@ -138,6 +138,22 @@ def test_single_lane_and_tiny_chunks_are_exact(two_clusters, mpi):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("mpi", MPIS)
+def test_allgather_rings_are_exact(two_clusters, mpi):
+    """The allgather(v) as rings (coll/allgather.c) at every size: one ring
+    with the clusters' ranks interleaved, three rings in 1 KB pieces (a piece
+    per ring in turn, counts never divisible by the chunk), nonblocking too."""
+    rings = ["WANMPI_ALLGATHER_RING=0", "WANMPI_SMALL=0", "WANMPI_DEBUG=1"]
+    for extra, args, want in (([], [], " 1 ring"),
+                              (["WANMPI_LANES=3", "WANMPI_CHUNK=1024"], [], " 3 rings"),
+                              ([], ["--nonblocking"], " 1 ring")):
+        done = run(mpi, "collcheck", *args, "--seed", "31", "--cases", "40", "--max-bytes", "600000",
+                   "--only", "allgather,allgatherv", map="interleave", env=[*rings, *extra])
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "collcheck: 40 cases ok" in done.stdout
+        assert re.search(r"allgather of \d+ bytes:" + want + r"\b", done.stderr), done.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def three_clusters():
     t = bring_up(THREE)

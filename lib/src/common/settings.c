@@ -122,6 +122,7 @@ const struct wm_settings *wm_settings(void)
     settings.lanes = (int)env_integer(WM_ENV_LANES, 0, 1, 1 << 20);
     settings.chunk = (size_t)env_integer(WM_ENV_CHUNK, WM_DEFAULT_CHUNK, 1024, 1LL << 30);
     settings.small = (size_t)env_integer(WM_ENV_SMALL, WM_DEFAULT_SMALL, 0, 1LL << 40);
+    settings.ring = (size_t)env_integer(WM_ENV_RING, WM_DEFAULT_RING, 0, 1LL << 62);
     for (int c = 0; c < WM_NCOLL; c++)
         settings.alg[c] = env_alg((enum wm_coll)c, &settings.alg_set[c]);
     settings.disabled = (int)env_integer(WM_ENV_DISABLE, 0, 0, 1);

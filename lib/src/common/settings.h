@@ -43,6 +43,12 @@
 #define WM_ENV_SMALL          "WANMPI_SMALL"          /* messages up to this many bytes take the
                                                          latency-optimal (single-lane) path */
 #define WM_DEFAULT_SMALL      8192
+#define WM_ENV_RING           "WANMPI_ALLGATHER_RING" /* a multi-lane allgather(v) over two clusters
+                                                         of this many bytes or more (the whole
+                                                         result) runs as rings (coll/allgather.c) */
+#define WM_DEFAULT_RING       (128 * 1024)            /* 2x4 testbed, 10 ms: rings from 128 KiB
+                                                         (0.91-0.95x the tree's time; 256 KiB:
+                                                         0.76-0.83x; 64 KiB: 1.1-1.2x) */
 
 /* Algorithm per collective: "multilane" (default), "singlelane" (the grid-MPI
  * baseline: one node per cluster on the WAN) or "mpi" (the MPI library's own). */
@@ -145,6 +151,7 @@ struct wm_settings {
     const char *rules;          /* WANMPI_RULES, or NULL */
     int lanes;                  /* 0: automatic */
     size_t chunk, small;
+    size_t ring;                /* WANMPI_ALLGATHER_RING */
     enum wm_alg alg[WM_NCOLL];
     int alg_set[WM_NCOLL];      /* WANMPI_<COLL> given: it wins over the rules */
     int disabled;
