@@ -167,22 +167,27 @@ static int subset(struct wm_comm *wc, const int *ranks, int n, MPI_Comm *out)
     return rc;
 }
 
-/* The shadow communicator and the cluster's. Only the shadow (a duplicate)
- * involves every rank and crosses the WAN; the cluster's communicator is
- * made by its ranks alone. */
-static int connect(struct wm_comm *wc)
+/* The shadow communicator (made here unless given) and the cluster's. Only
+ * the shadow (a duplicate) involves every rank and crosses the WAN; the
+ * cluster's communicator is made by its ranks alone. */
+static int connect(struct wm_comm *wc, MPI_Comm shadow)
 {
-    int rc = PMPI_Comm_dup(wc->user, &wc->shadow);
-    if (rc != MPI_SUCCESS)
+    int rc = MPI_SUCCESS;
+    if (shadow != MPI_COMM_NULL)
+        wc->shadow = shadow;
+    else if ((rc = PMPI_Comm_dup(wc->user, &wc->shadow)) != MPI_SUCCESS)
         return rc;
     return subset(wc, wc->members[wc->my_cluster], wc->cluster_size[wc->my_cluster], &wc->local);
 }
 
-int wm_comm_connect(struct wm_comm *wc)
+int wm_comm_connect_dup(struct wm_comm *wc, MPI_Comm shadow)
 {
-    if (wc->connected)
+    if (wc->connected) {
+        if (shadow != MPI_COMM_NULL)
+            PMPI_Comm_free(&shadow);
         return MPI_SUCCESS;
-    int rc = connect(wc);
+    }
+    int rc = connect(wc, shadow);
     if (rc != MPI_SUCCESS) {
         release_communicators(wc);
         return rc;
@@ -191,6 +196,8 @@ int wm_comm_connect(struct wm_comm *wc)
     wm_debug(1, "communicator of %d ranks: its communicators made (a duplicate and one per cluster)", wc->size);
     return MPI_SUCCESS;
 }
+
+int wm_comm_connect(struct wm_comm *wc) { return wm_comm_connect_dup(wc, MPI_COMM_NULL); }
 
 static void debug_layout(const struct wm_comm *wc)
 {

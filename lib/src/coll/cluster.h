@@ -54,6 +54,9 @@ int wm_comm_get(MPI_Comm comm, struct wm_comm **out);
  * communicator, so call it where every rank has chosen one of our
  * algorithms for the same call. */
 int wm_comm_connect(struct wm_comm *wc);
+/* The same with its duplicate already made (`shadow`, a duplicate of
+ * wc->user; the entry owns it from now on, also on failure). */
+int wm_comm_connect_dup(struct wm_comm *wc, MPI_Comm shadow);
 /* The cached entry, or NULL if none was built yet (never collective: for
  * nonblocking calls, which must not wait for other ranks). */
 struct wm_comm *wm_comm_cached(MPI_Comm comm);

@@ -144,44 +144,87 @@ struct wire {                   /* what the ranks exchange: the name, not its in
     uint64_t rules;
 };
 
-/* Collective over comm: every rank's identity, names numbered in rank order. */
-static int exchange(MPI_Comm comm, int size, struct wm_identity *out)
+/* An exchange of identities over a communicator, posted and then finished:
+ * MPI_Init overlaps the world's with MPI_COMM_WORLD's duplicate (startup.c). */
+struct exchange {
+    struct wire mine, *who;
+    int size;
+    MPI_Request request;
+};
+
+static int exchange_start(struct exchange *x, MPI_Comm comm, int size)
 {
-    struct wire *who = wm_calloc((size_t)size, sizeof *who, FOR_IDENTITIES), mine;
-    memset(&mine, 0, sizeof mine);
-    snprintf(mine.name, sizeof mine.name, "%s", process_cluster());
-    mine.address = my_address;
-    mine.rules = wm_rules_fingerprint();
-    int rc = PMPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, who, (int)sizeof mine, MPI_BYTE, comm);
+    x->who = wm_calloc((size_t)size, sizeof *x->who, FOR_IDENTITIES);
+    x->size = size;
+    memset(&x->mine, 0, sizeof x->mine);
+    snprintf(x->mine.name, sizeof x->mine.name, "%s", process_cluster());
+    x->mine.address = my_address;
+    x->mine.rules = wm_rules_fingerprint();
+    int rc = PMPI_Iallgather(&x->mine, (int)sizeof x->mine, MPI_BYTE, x->who, (int)sizeof x->mine, MPI_BYTE,
+                             comm, &x->request);
+    if (rc != MPI_SUCCESS) {
+        free(x->who);
+        x->who = NULL;
+    }
+    return rc;
+}
+
+/* Waits for the exchange; every rank's identity into `out`, names numbered
+ * in rank order. */
+static int exchange_finish(struct exchange *x, struct wm_identity *out)
+{
+    int rc = PMPI_Wait(&x->request, MPI_STATUS_IGNORE);
     if (rc == MPI_SUCCESS) {
         pthread_mutex_lock(&lock);
-        for (int r = 0; r < size; r++) {
-            who[r].name[WM_CLUSTER_NAME_MAX - 1] = 0;
-            out[r].cluster = global_index(who[r].name);
-            out[r].address = who[r].address;
-            out[r].rules = who[r].rules;
+        for (int r = 0; r < x->size; r++) {
+            x->who[r].name[WM_CLUSTER_NAME_MAX - 1] = 0;
+            out[r].cluster = global_index(x->who[r].name);
+            out[r].address = x->who[r].address;
+            out[r].rules = x->who[r].rules;
         }
         pthread_mutex_unlock(&lock);
     }
-    free(who);
+    free(x->who);
+    x->who = NULL;
     return rc;
+}
+
+/* Collective over comm: every rank's identity. */
+static int exchange(MPI_Comm comm, int size, struct wm_identity *out)
+{
+    struct exchange x;
+    int rc = exchange_start(&x, comm, size);
+    return rc == MPI_SUCCESS ? exchange_finish(&x, out) : rc;
 }
 
 static struct wm_identity *world;   /* [world_size]; NULL: not known */
 static int world_size;
+static struct exchange world_exchange;
+static int world_posted;
+
+int wm_identity_world_start(void)
+{
+    if (world || world_posted)
+        return MPI_SUCCESS;
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    int rc = exchange_start(&world_exchange, MPI_COMM_WORLD, world_size);
+    world_posted = rc == MPI_SUCCESS;
+    return rc;
+}
 
 int wm_identity_world(void)
 {
     if (world)
         return MPI_SUCCESS;
-    int size, rc;
-    PMPI_Comm_size(MPI_COMM_WORLD, &size);
-    struct wm_identity *table = wm_calloc((size_t)size, sizeof *table, FOR_IDENTITIES);
-    if ((rc = exchange(MPI_COMM_WORLD, size, table)) != MPI_SUCCESS) {
+    int rc = wm_identity_world_start();
+    if (rc != MPI_SUCCESS)
+        return rc;
+    struct wm_identity *table = wm_calloc((size_t)world_size, sizeof *table, FOR_IDENTITIES);
+    world_posted = 0;
+    if ((rc = exchange_finish(&world_exchange, table)) != MPI_SUCCESS) {
         free(table);
         return rc;
     }
-    world_size = size;
     world = table;
     return MPI_SUCCESS;
 }

@@ -21,7 +21,11 @@ struct wm_identity {
 };
 
 /* Collective over MPI_COMM_WORLD: the table of every rank's identity.
- * Called once the MPI has started (startup.c); idempotent. */
+ * Called once the MPI has started (startup.c); idempotent. The exchange
+ * may be posted first (wm_identity_world_start: a nonblocking allgather)
+ * so that other collectives over MPI_COMM_WORLD cross the WAN beside it;
+ * wm_identity_world then waits for it. */
+int wm_identity_world_start(void);
 int wm_identity_world(void);
 
 /* The identity of each rank of `comm` (`size` of them) into `out`: from the
