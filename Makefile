@@ -156,8 +156,8 @@ $(MPICH_FC): tests/programs/mpich-fortran.sh | apt venv
 # private copy of the program per rank, globals included). Three files are
 # patched for the simulator (lib/smpi/): own_alltoall.c replaced (SMPI has no
 # MPI_T), sched.c blocks in Waitsome (SMPI's tests sleep), progress.c and nb.c
-# take sched_yield() as a simulated sleep. Not part of `build`: `wanmpi sim`
-# makes it on first use.
+# take sched_yield() as a simulated sleep. The programs: collbench and
+# patterns (FT, IS). Not part of `build`: `wanmpi sim` makes it on first use.
 SMPICC := smpicc
 SMPI_DIR := build/smpi
 SMPI_REPLACED := lib/src/coll/own_alltoall.c lib/src/coll/sched.c lib/src/coll/progress.c lib/src/coll/nb.c
@@ -165,7 +165,9 @@ SMPI_OBJS := $(patsubst lib/src/%.c,$(SMPI_DIR)/obj/%.o,$(filter-out $(SMPI_REPL
 	$(SMPI_DIR)/obj/smpi/own_alltoall_smpi.o $(SMPI_DIR)/obj/smpi/sched.o \
 	$(SMPI_DIR)/obj/smpi/progress.o $(SMPI_DIR)/obj/smpi/nb.o
 SMPI_CFLAGS := $(CFLAGS) -g -Ilib/include
-smpi: $(SMPI_DIR)/collbench-wan $(SMPI_DIR)/collbench-plain
+# bench/<program>.c, each with libwanmpi (<program>-wan) and without (-plain)
+SMPI_PROGRAMS := collbench patterns
+smpi: $(foreach p,$(SMPI_PROGRAMS),$(SMPI_DIR)/$(p)-wan $(SMPI_DIR)/$(p)-plain)
 
 $(SMPI_DIR)/obj/%.o: lib/src/%.c $(LIB_HEADERS) | apt
 	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -c $< -o $@
@@ -177,9 +179,9 @@ $(SMPI_DIR)/obj/smpi/sched.o: $(SMPI_DIR)/sched.c $(LIB_HEADERS)
 	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -DWANMPI_SMPI -iquote lib/src/coll -c $< -o $@
 $(SMPI_DIR)/obj/smpi/%.o: lib/src/coll/%.c lib/smpi/smpi_yield.h $(LIB_HEADERS)
 	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -include lib/smpi/smpi_yield.h -c $< -o $@
-$(SMPI_DIR)/collbench-wan: bench/collbench.c $(SMPI_OBJS)
+$(SMPI_DIR)/%-wan: bench/%.c $(SMPI_OBJS)
 	$(SMPICC) $(CFLAGS) -o $@ $< $(SMPI_OBJS) -ldl -lpthread
-$(SMPI_DIR)/collbench-plain: bench/collbench.c | apt
+$(SMPI_DIR)/%-plain: bench/%.c | apt
 	@mkdir -p $(@D); $(SMPICC) $(CFLAGS) -o $@ $<
 
 # Lmod beside environment-modules, for the modulefile tests: Debian's lmod

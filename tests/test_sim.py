@@ -1,7 +1,7 @@
 """`wanmpi sim` (python/wanmpi/sim, docs/scale.md): the SimGrid platform
 generated from the topology file, its errors, and one small calibration case
 that runs SMPI (2 x 4 ranks, a 64 KiB allreduce, checked by collbench) with
-libwanmpi and without. `make test` builds libwanmpi for SMPI first (`make
+libwanmpi and without, and the IS kernel (bench/patterns.c, class S) likewise. `make test` builds libwanmpi for SMPI first (`make
 smpi`); without it, the first SMPI test builds it (about a minute)."""
 from __future__ import annotations
 
@@ -188,6 +188,17 @@ def test_bad_arguments_name_the_problem(tmp_path, capsys, args, message):
     assert not (tmp_path / "p").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--kernel", "lu"], "argument --kernel: invalid choice: 'lu' (choose from 'ft', 'is')"),
+    (["--kernel", "ft", "--class", "C"], "argument --class: invalid choice: 'C' (choose from 'S', 'A', 'B')"),
+])
+def test_a_kernel_or_class_it_cannot_run_is_refused(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as exit:
+        main(["sim", "-t", str(TWO), *args, "--json", str(tmp_path / "k.json")])
+    assert exit.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "k.json").exists()
+
+
 def test_platform_only_writes_what_the_overrides_say(tmp_path):
     assert main(["sim", "-t", str(TWO), "--nodes-per-cluster", "16", "--wan-rate", "10Gbit", "--delay", "30ms",
                  "--platform-only", str(tmp_path)]) == 0
@@ -229,3 +240,37 @@ def test_smpi_allreduce_without_libwanmpi_is_smpis_own(tmp_path):
     assert document["summary"][0]["variant"] == "ompi"
     assert "wanmpi_stats" not in document["cases"][0]["metrics"]
     assert "--cfg=smpi/coll-selector:ompi" in document["settings"]["smpi_options"]
+
+
+def simulated_is(tmp_path, *extra: str) -> dict:
+    out = tmp_path / "is.json"
+    assert main(["sim", "-t", str(TWO), "--kernel", "is", "--class", "S", "--json", str(out), "--timeout", "120",
+                 *extra]) == 0
+    document = json.loads(out.read_text())
+    assert document["bench"] == "sim" and document["counts"] == {"cases": 1, "ok": 1, "failed": 0}
+    # the suite's class S arguments (bench/kernels.py), and patterns' own check passed
+    assert document["settings"]["args"] == ["is", "--bytes", "32768", "--iters", "5"]
+    assert document["settings"]["class"] == "S"
+    (row,) = document["summary"]
+    assert (row["kernel"], row["class"], row["ranks"], row["bytes"], row["iters"], row["check"]) == \
+        ("is", "S", 8, 32768, 5, "ok")
+    assert row["delay_ms"] == 10.0
+    assert row["per_iter_s"] == pytest.approx(row["seconds"] / 5, abs=1e-6)
+    # every iteration crosses the 10 ms WAN at least twice (the counts, then the buckets)
+    assert 0.02 < row["per_iter_s"] < 1.0
+    return document
+
+
+def test_smpi_is_kernel_with_libwanmpi_runs_its_scheduled_alltoalls(tmp_path):
+    document = simulated_is(tmp_path)
+    assert document["summary"][0]["variant"] == "wanmpi"
+    collectives = document["cases"][0]["metrics"]["wanmpi_stats"]["collectives"]
+    # one untimed iteration and five timed: an alltoall of the counts and an alltoallv each, all ours
+    for op in ("alltoall", "alltoallv"):
+        assert (collectives[op]["calls"], collectives[op]["scheduled"], collectives[op]["mpi"]) == (6, 6, 0)
+
+
+def test_smpi_is_kernel_without_libwanmpi_is_smpis_own(tmp_path):
+    document = simulated_is(tmp_path, "--no-wanmpi")
+    assert document["summary"][0]["variant"] == "mpich"
+    assert "wanmpi_stats" not in document["cases"][0]["metrics"]

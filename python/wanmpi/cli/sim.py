@@ -1,10 +1,12 @@
-"""`wanmpi sim`: a collective on the topology simulated with SimGrid SMPI
-(sim/run.py; docs/scale.md), in `wanmpi bench`'s result format."""
+"""`wanmpi sim`: a collective or a kernel (FT, IS) on the topology simulated
+with SimGrid SMPI (sim/run.py; docs/scale.md), in `wanmpi bench`'s result
+format."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import units
+from ..bench.kernels import CLASSES
 from ..sim import platform, run
 from .options import count, names, positive, quantity, topology_for, topology_option
 
@@ -25,6 +27,11 @@ def register(commands) -> None:
                    metavar="OP", help=f"collectives, among {', '.join(run.OPS)} (default: bcast)")
     p.add_argument("--bytes", nargs="+", type=quantity("--bytes", units.parse_size), default=[4 << 20],
                    metavar="SIZE", help="message sizes, e.g. 64KiB 4MiB (default: 4MiB)")
+    p.add_argument("--kernel", choices=run.KERNELS,
+                   help="run this NAS-like kernel of bench/patterns.c instead of collectives, with the "
+                        "arguments `wanmpi bench suite` gives it (docs/kernels.md); --coll and --bytes do not apply")
+    p.add_argument("--class", dest="klass", choices=CLASSES, default="S",
+                   help="the kernel's problem class: message size and iterations (default: S)")
     p.add_argument("--mpi-coll", choices=run.SELECTORS, default="mpich",
                    help="SMPI's collective algorithms under libwanmpi, or alone with --no-wanmpi "
                         "(smpi/coll-selector; default: mpich)")
@@ -49,6 +56,9 @@ def cmd_sim(args) -> int:
         for path in platform.write(sim, Path(args.platform_only)):
             print(path)
         return 0
+    if args.kernel:
+        return run.run_kernel(t, overrides, args.kernel, args.klass, args.mpi_coll, not args.no_wanmpi,
+                              args.send_overhead, args.json, args.timeout)
     ops = list(dict.fromkeys(op for group in args.coll for op in group))
     return run.run(t, overrides, ops, list(dict.fromkeys(args.bytes)), args.mpi_coll, not args.no_wanmpi,
                    args.send_overhead, args.iters, args.json, args.timeout)

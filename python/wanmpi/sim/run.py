@@ -1,7 +1,10 @@
 """`wanmpi sim`'s run: libwanmpi built with smpicc (`make smpi`, cached in
-build/smpi), bench/collbench run by smpirun on the platform of the topology,
-and the result written in the one format of `wanmpi bench` (bench/results.py,
-bench "sim"; the summary rows are `wanmpi bench coll`'s).
+build/smpi), bench/collbench (collectives) or bench/patterns (the FT and IS
+kernels, with `wanmpi bench suite`'s arguments per class: bench/kernels.py)
+run by smpirun on the platform of the topology, and the result written in the
+one format of `wanmpi bench` (bench/results.py, bench "sim"; the summary rows
+of collectives are `wanmpi bench coll`'s, those of a kernel one row with its
+seconds per iteration).
 
 One case per variant: "wanmpi" (collbench linked with libwanmpi, over SMPI's
 algorithms as the fallback) or, with --no-wanmpi, the selector's name
@@ -33,12 +36,14 @@ from .. import paths
 from ..bench import coll
 from ..bench.bounds import lower_bound
 from ..bench.cases import BenchError, Case, Record
+from ..bench.kernels import KERNELS as SUITE_KERNELS
 from ..bench.results import exit_status, finish, now_iso
 from ..job.libwanmpi import environment
 from ..topo import Topology
 from . import platform
 
 OPS = ("bcast", "allreduce", "alltoall")
+KERNELS = ("ft", "is")              # bench/patterns.c's all-to-all kernels
 SELECTORS = ("mpich", "ompi")
 OVERHEAD_PER_NIC_BYTE = 1.0625      # the study's 8.5e-8 s/B at 100 Mbit/s (8e-8 s/B)
 SMALL_MESSAGE = 65536               # the send overhead applies up to this size
@@ -76,6 +81,11 @@ def build() -> Path:
     return out
 
 
+def program(name: str, wanmpi: bool) -> Path:
+    """build/smpi's bench/<name>.c, with libwanmpi's objects or without."""
+    return smpi_dir() / f"{name}-{'wan' if wanmpi else 'plain'}"
+
+
 def rank_environment(t: Topology, stats: Path | None) -> dict[str, str]:
     """The topology's WANMPI_* settings (job/libwanmpi.py), clusters by rank
     (SMPI ranks have no addresses), statistics per rank if `stats`."""
@@ -109,38 +119,85 @@ def simulate(t: Topology, program: Path, selector: str, send_overhead: float, ar
     return metrics
 
 
-def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[int], selector: str,
-        wanmpi: bool, send_overhead: float | None, iters: int, json_path: str | None, timeout: float) -> int:
-    """Build, simulate, print the table and write the result document."""
-    sim = platform.simulated(t, overrides)
-    for a in sim.clusters:                    # every route exists before anything is built
-        for b in sim.clusters:
-            platform.route(sim, a.name, b.name)
-    overhead = default_send_overhead(sim) if send_overhead is None else send_overhead
-    out = build()
-    variant = "wanmpi" if wanmpi else selector
-    program = out / ("collbench-wan" if wanmpi else "collbench-plain")
+def simulate_case(sim: Topology, kernel: str, selector: str, wanmpi: bool, overhead: float, prog: Path,
+                  args: list[str], timeout: float, params: tuple = ()) -> Record:
+    """One smpirun as a case of `wanmpi bench` (variant "wanmpi" or the
+    selector's name), in a temporary directory under build/smpi/runs."""
     delay_ms = max((l.delay_us for l in sim.links), default=0) / 1000
-    args = ["--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", "1"]
-    started_iso, started = now_iso(), time.monotonic()
-    record = Record(Case("collbench", variant, f"smpi-{selector}", delay_ms))
-    (out / "runs").mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out / "runs") as work:
+    record = Record(Case(kernel, "wanmpi" if wanmpi else selector, f"smpi-{selector}", delay_ms, params=params))
+    started = time.monotonic()
+    (smpi_dir() / "runs").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=smpi_dir() / "runs") as work:
         try:
-            record.metrics = simulate(sim, program, selector, overhead, args, Path(work), wanmpi, timeout)
+            record.metrics = simulate(sim, prog, selector, overhead, args, Path(work), wanmpi, timeout)
             record.status = "ok"
         except BenchError as e:
             record.status, record.error = "failed", str(e)
     record.seconds = time.monotonic() - started
     record.env = {"load_avg_1m": round(os.getloadavg()[0], 2)}
+    return record
+
+
+def prepared(t: Topology, overrides: platform.Overrides, send_overhead: float | None) -> tuple[Topology, float]:
+    """The simulated topology (every route checked before anything is built),
+    the send overhead, and build/smpi made."""
+    sim = platform.simulated(t, overrides)
+    for a in sim.clusters:
+        for b in sim.clusters:
+            platform.route(sim, a.name, b.name)
+    build()
+    return sim, default_send_overhead(sim) if send_overhead is None else send_overhead
+
+
+def settings_of(sim: Topology, overrides: platform.Overrides, selector: str, wanmpi: bool, overhead: float,
+                timeout: float, **extra) -> dict:
+    return {"simulator": "SimGrid SMPI", "selector": selector, "wanmpi": wanmpi, **extra, "ranks": len(sim.nodes),
+            "send_overhead_s_per_byte": overhead, "overrides": overrides.as_dict(),
+            "smpi_options": smpi_options(selector, overhead), "timeout_s": timeout}
+
+
+def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[int], selector: str,
+        wanmpi: bool, send_overhead: float | None, iters: int, json_path: str | None, timeout: float) -> int:
+    """Build, simulate collbench, print the table and write the result document."""
+    started_iso, started = now_iso(), time.monotonic()
+    sim, overhead = prepared(t, overrides, send_overhead)
+    args = ["--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", "1"]
+    record = simulate_case(sim, "collbench", selector, wanmpi, overhead, program("collbench", wanmpi), args, timeout)
     results = results_of(sim, record)
-    coll.print_table(results, [variant])
-    settings = {"simulator": "SimGrid SMPI", "selector": selector, "wanmpi": wanmpi, "ops": ops, "sizes": sizes,
-                "iters": iters, "ranks": len(sim.nodes), "send_overhead_s_per_byte": overhead,
-                "overrides": overrides.as_dict(), "smpi_options": smpi_options(selector, overhead),
-                "timeout_s": timeout}
+    coll.print_table(results, [record.case.variant])
+    settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, ops=ops, sizes=sizes, iters=iters)
     document = finish("sim", t, settings, [record], coll.summary(results), started_iso, started, json_path)
     return exit_status(document)
+
+
+def run_kernel(t: Topology, overrides: platform.Overrides, kernel: str, klass: str, selector: str, wanmpi: bool,
+               send_overhead: float | None, json_path: str | None, timeout: float) -> int:
+    """Build, simulate one kernel of bench/patterns.c with the suite's
+    arguments for `klass` (its message size and iterations; the program
+    runs one untimed iteration first), print its time, write the document."""
+    started_iso, started = now_iso(), time.monotonic()
+    sim, overhead = prepared(t, overrides, send_overhead)
+    args = SUITE_KERNELS[kernel].args[klass]
+    record = simulate_case(sim, kernel, selector, wanmpi, overhead, program("patterns", wanmpi), args, timeout,
+                           params=(("class", klass),))
+    summary = kernel_summary(record, klass)
+    for row in summary:
+        print(f"{row['kernel']} class {klass}, one-way delay {row['delay_ms']:g} ms, {row['variant']}: "
+              f"{row['seconds']:.4f} s for {row['iters']} iterations, {row['per_iter_s']:.4f} s each")
+    settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout,
+                           **{"kernel": kernel, "class": klass, "args": args})
+    document = finish("sim", t, settings, [record], summary, started_iso, started, json_path)
+    return exit_status(document)
+
+
+def kernel_summary(record: Record, klass: str) -> list[dict]:
+    """The kernel's JSON line as a summary row, with the case's variant and delay."""
+    if not record.ok:
+        return []
+    row = record.metrics["rows"][-1]
+    return [{"kernel": row["kernel"], "class": klass, "variant": record.case.variant, "delay_ms": record.case.delay_ms,
+             "ranks": row["ranks"], "bytes": row["bytes"], "iters": row["iters"], "seconds": row["seconds"],
+             "per_iter_s": row["per_iter_s"], "check": row["check"]}]
 
 
 def results_of(t: Topology, record: Record) -> list[coll.Result]:
