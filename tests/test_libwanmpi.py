@@ -154,6 +154,19 @@ def test_allgather_rings_are_exact(two_clusters, mpi):
         assert re.search(r"allgather of \d+ bytes:" + want + r"\b", done.stderr), done.stderr[-2000:]
 
 
+@pytest.mark.parametrize("mpi", MPIS)
+def test_bad_arguments_give_the_mpis_error_class(two_clusters, mpi):
+    """A root out of range, an operation not defined for the type, a negative
+    count, MPI_DATATYPE_NULL, an uncommitted datatype, MPI_OP_NULL, given
+    alike on every rank with MPI_ERRORS_RETURN: every wrapped call returns
+    the class the MPI's own call returns (tests/programs/badargs.c), and the
+    communicator works afterwards."""
+    done = run(mpi, "badargs", "--verbose", timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"badargs: 5\d cases ok", done.stdout), done.stdout
+    assert "bcast an uncommitted type: ours 3, the MPI's own 3" in done.stderr     # MPI_ERR_TYPE
+
+
 @pytest.fixture(scope="module")
 def three_clusters():
     t = bring_up(THREE)

@@ -65,9 +65,10 @@ static int enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum
     return MPI_SUCCESS;
 }
 
+/* The size of a type we can send (an uncommitted one goes to the MPI). */
 static int type_size(MPI_Datatype type, int *size)
 {
-    return type != MPI_DATATYPE_NULL && PMPI_Type_size(type, size) == MPI_SUCCESS;
+    return wm_type_committed(type) && PMPI_Type_size(type, size) == MPI_SUCCESS;
 }
 
 static int predefined_op(MPI_Op op)

@@ -27,7 +27,7 @@ static double side_bytes(int n, const int *counts, const int *displs, const MPI_
         return -1;
     for (int p = 0; p < n; p++) {
         int size = 0;
-        if (counts[p] < 0 || types[p] == MPI_DATATYPE_NULL || PMPI_Type_size(types[p], &size) != MPI_SUCCESS)
+        if (counts[p] < 0 || !wm_type_committed(types[p]) || PMPI_Type_size(types[p], &size) != MPI_SUCCESS)
             return -1;
         total += (double)counts[p] * size;
     }

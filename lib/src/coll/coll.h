@@ -155,6 +155,9 @@ void *wm_alloc_elements(const struct wm_layout *l, int64_t count, void **base);
 int wm_copy_elements(void *dst, const void *src, int count, MPI_Datatype type, const struct wm_layout *l);
 /* Whether the MPI defines a predefined `op` on a named `type` (op_check.c). */
 int wm_op_defined(MPI_Datatype type, MPI_Op op);
+/* Whether `type` may be used in communication: predefined, or committed
+ * (type_check.c); 0 for MPI_DATATYPE_NULL. */
+int wm_type_committed(MPI_Datatype type);
 
 /* ---- blocks of the v-collectives (blocks.c) ---- */
 
