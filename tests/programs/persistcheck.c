@@ -26,7 +26,7 @@
  * job with MPI_Abort and a message naming the collective, round and element.
  * Bad arguments: exit 2. */
 #include <mpi.h>
-#ifdef OPEN_MPI
+#if defined(OPEN_MPI) && OMPI_MAJOR_VERSION < 5     /* Open MPI 5: MPI-4 names */
 #include <mpi-ext.h>
 #define INIT(name) MPIX_##name##_init
 #else

@@ -1,12 +1,13 @@
 /* The C bindings of the persistent collectives (persistent.h): MPI-4's
- * MPI_<coll>_init where the MPI declares them (MPICH 5), Open MPI 4.1's
+ * MPI_<coll>_init where the MPI has them (MPICH 5, Open MPI 5), Open MPI 4.1's
  * MPIX_<coll>_init (its pcollreq extension, mpi-ext.h) there; and
  * MPI_Start/MPI_Startall, which start ours and pass every other request on. */
 #include <mpi.h>
 
 #include "persistent.h"
+#include "../common/pcoll.h"
 
-#ifdef OPEN_MPI
+#ifdef WM_PCOLL_MPIX
 #define INIT(name) MPIX_##name##_init
 #include <mpi-ext.h>      /* declares them */
 #else
@@ -15,7 +16,7 @@
 
 /* None where the MPI has no persistent collectives of its own to fall back
  * on (SimGrid SMPI 3.32 is MPI 3.1): entry.h, WM_PMPI_INIT. */
-#if defined(OPEN_MPI) || MPI_VERSION >= 4
+#ifdef WM_PCOLL
 
 int INIT(Bcast)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
                 MPI_Request *request)

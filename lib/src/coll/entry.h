@@ -7,7 +7,8 @@
 #define WANMPI_ENTRY_H
 
 #include <mpi.h>
-#ifdef OPEN_MPI
+#include "../common/pcoll.h"
+#ifdef WM_PCOLL_MPIX
 #include <mpi-ext.h>        /* PMPIX_<coll>_init, Open MPI 4.1's persistent collectives */
 #endif
 #include <stdint.h>
@@ -59,9 +60,9 @@ extern __thread struct wm_persist_call *wm_persist_call;
  * wm_entry_adopt), or at a persistent init its own persistent one,
  * MPI_<coll>_init (Open MPI 4.1: MPIX_<coll>_init); the arguments are the
  * nonblocking call's before the request; its value the MPI's. */
-#if defined(OPEN_MPI)
+#if defined(WM_PCOLL_MPIX)
 #define WM_PMPI_INIT(coll) PMPIX_##coll##_init
-#elif MPI_VERSION >= 4
+#elif defined(WM_PCOLL)
 #define WM_PMPI_INIT(coll) PMPI_##coll##_init
 #endif
 #ifdef WM_PMPI_INIT

@@ -95,7 +95,7 @@ FORTRAN_NAMES(mpi_ialltoallw, MPI_IALLTOALLW,
               (sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request,
                ierr))
 
-#if defined(OPEN_MPI) || MPI_VERSION >= 4     /* as in coll/api_persistent.c */
+#ifdef WM_PCOLL     /* as in coll/api_persistent.c */
 static void alltoallw_init(const void *sendbuf, MPI_Fint *sendcounts, MPI_Fint *sdispls, MPI_Fint *sendtypes,
                            void *recvbuf, MPI_Fint *recvcounts, MPI_Fint *rdispls, MPI_Fint *recvtypes,
                            MPI_Fint *comm, MPI_Fint *info, MPI_Fint *request, MPI_Fint *ierr)

@@ -12,8 +12,9 @@
 
 /* A persistent collective's names: MPI-4's MPI_<COLL>_INIT under MPICH, Open
  * MPI 4.1's MPIX_<COLL>_INIT (its pcollreq extension), each calling the
- * file's static coll##_init. After <mpi.h> (OPEN_MPI). */
-#ifdef OPEN_MPI
+ * file's static coll##_init (Open MPI 5: MPI_<COLL>_INIT, common/pcoll.h). */
+#include "../common/pcoll.h"
+#ifdef WM_PCOLL_MPIX
 #define INIT_NAMES(coll, COLL, params, args)                                                          \
     void mpix_##coll##_init_ params { coll##_init args; }                                             \
     FORTRAN_NAMES(mpix_##coll##_init, MPIX_##COLL##_INIT, params, args)

@@ -151,7 +151,7 @@ void mpi_ibarrier_(MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
 FORTRAN_NAMES(mpi_ibarrier, MPI_IBARRIER, (MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr),
               (comm, request, ierr))
 
-#if defined(OPEN_MPI) || MPI_VERSION >= 4     /* as in coll/api_persistent.c */
+#ifdef WM_PCOLL     /* as in coll/api_persistent.c */
 /* ---- persistent: MPI_<COLL>_INIT (MPICH 5), MPIX_<COLL>_INIT (Open MPI 4.1) ---- */
 
 

@@ -195,7 +195,7 @@ def register_overlap(suites) -> None:
                         "compute slices), wanmpi-thread (libwanmpi, WANMPI_PROGRESS=thread, no MPI_Test) "
                         "(default: all)")
     p.add_argument("--mpis", "--mpi", dest="mpis", type=names("--mpis", list(launch.Launcher.registry), unique=True),
-                   default=",".join(launch.Launcher.registry),
+                   default=",".join(launch.defaults()),
                    help="comma-separated subset of: " + ", ".join(launch.Launcher.registry) + " (default: both)")
     p.add_argument("--delay", type=milliseconds("--delay", 1000), default="10",
                    help="one-way WAN delay in ms (default: 10)")
@@ -280,7 +280,7 @@ def register_relay(suites) -> None:
     topology_option(p)
     p.add_argument("--parts", type=relay_parts, default="latency,path,trunks,kernels",
                    help="comma-separated subset of: latency, path, trunks, kernels (default: all)")
-    p.add_argument("--mpis", type=relay_mpis, default=",".join(launch.Launcher.registry),
+    p.add_argument("--mpis", type=relay_mpis, default=",".join(launch.defaults()),
                    help="comma-separated MPIs (default: openmpi,mpich)")
     p.add_argument("--delays", type=delays_ms, default="0,10",
                    help="one-way WAN delays in ms (default: 0,10; trunks: the largest)")
@@ -357,7 +357,7 @@ def register_vpn(suites) -> None:
     p.add_argument("--kernels", type=names("--kernels", kernels.KERNELS, unique=True),
                    default=",".join(kernels.DEFAULT_KERNELS),
                    help=f"kernels of the kernels part (default: {','.join(kernels.DEFAULT_KERNELS)})")
-    p.add_argument("--mpis", type=relay_mpis, default=",".join(launch.Launcher.registry),
+    p.add_argument("--mpis", type=relay_mpis, default=",".join(launch.defaults()),
                    help="comma-separated MPIs (default: openmpi,mpich)")
     p.add_argument("--delay", type=positive("--delay", "{option} must be above 0 ms"),
                    help="one-way WAN delay in ms (default: the topology's)")

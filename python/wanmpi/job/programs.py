@@ -2,6 +2,7 @@
 which registered MPI it is built with (by the libmpi sonames it needs)."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -49,4 +50,33 @@ def standard_abi(sonames: set[str]) -> str | None:
 
 def built_with(program: str) -> list[str]:
     """The registered MPIs whose libraries a program is linked against."""
-    return mpis_of(libmpi_needed(program))
+    return narrowed(program, mpis_of(libmpi_needed(program)))
+
+
+def libmpi_files(binary: str) -> set[str]:
+    """The files (real paths) of the libmpi* a program loads here (ldd)."""
+    out = shell.run(["ldd", binary], check=False).stdout
+    return {os.path.realpath(m) for m in re.findall(r"^\s*libmpi\S* => (/\S+)", out, re.M)}
+
+
+@functools.cache
+def wrapper_libraries(mpicc: Path, soname: str) -> frozenset[str]:
+    """The libmpi files (real paths) an Open MPI compiler wrapper links
+    programs with (`--showme:libdirs`); empty for a wrapper that does not say."""
+    try:
+        dirs = shell.run([str(mpicc), "--showme:libdirs"], check=False).stdout.split()
+    except (OSError, shell.CommandError):
+        return frozenset()
+    return frozenset(os.path.realpath(os.path.join(d, name)) for d in dirs for name in (soname, "libmpi.so")
+                     if os.path.exists(os.path.join(d, name)))
+
+
+def narrowed(program: str, mpis: list[str]) -> list[str]:
+    """Of several MPIs whose libmpi has one soname (Open MPI 4.1 and 5:
+    libmpi.so.40), the one whose library the program loads, where that can be
+    told; else `mpis` as they are."""
+    if len(mpis) < 2:
+        return mpis
+    files = libmpi_files(program)
+    loads = [m for m in mpis if files & wrapper_libraries(Launcher.registry[m].mpicc, Launcher.registry[m].library)]
+    return loads[:1] or mpis
