@@ -174,14 +174,8 @@ int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, 
     /* automatic: one chain, which measured fastest (docs/libwanmpi.md) */
     int k = wc->lanes > 0 ? wc->lanes : 1;
     b->segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
-    /* The chain of P ranks fills in (P-1) chunk times: at most about 1/64 of
-     * the message, down to 8 KiB chunks (2x4 testbed, 4 MiB: 32 KiB chunks
-     * 0.397 s, 8 KiB 0.382 s against a bound of 0.346 s) */
-    int64_t chunk = (int64_t)wm_chunk_bytes(), fill = b->total / (64 * (int64_t)(wc->size > 1 ? wc->size - 1 : 1));
-    if (fill < 8192)
-        fill = 8192;
-    if (fill < chunk)
-        chunk = fill;
+    /* The chain of P ranks fills in (P-1) chunk times */
+    int64_t chunk = wm_fill_chunk(b->total, wc->size, 64);
     int64_t nchunks = wm_pieces(wc, b->total, chunk, 1, &b->chunk);
     b->max_dest = wc->nclusters;
     b->source = calloc((size_t)b->segments, sizeof(int));

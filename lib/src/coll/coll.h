@@ -203,5 +203,13 @@ int64_t wm_pieces(const struct wm_comm *wc, int64_t total, int64_t chunk, int64_
 
 /* Bytes in one pipeline chunk (WANMPI_CHUNK). */
 size_t wm_chunk_bytes(void);
+/* The chunk of a pipeline through a chain of `ranks` carrying `total`
+ * bytes: WANMPI_CHUNK, cut so that the chain fills in at most about
+ * 1/share of the message, down to 8 KiB (2x4 testbed, 10 ms: a 4 MiB bcast
+ * 0.397 s with 32 KiB chunks, 0.382 s with 8 KiB: share 64; a 64 KiB
+ * allreduce 0.044-0.051 s in two 32 KiB pieces, 0.031 s in eight, where a
+ * 4 MiB reduce or reduce-scatter with 8-9 KiB pieces lost 3-10 %: share 16
+ * for the reductions, docs/benchmarks.md). */
+int64_t wm_fill_chunk(int64_t total, int ranks, int share);
 
 #endif

@@ -53,6 +53,14 @@ size_t wm_chunk_bytes(void)
     return wm_settings()->chunk;
 }
 
+int64_t wm_fill_chunk(int64_t total, int ranks, int share)
+{
+    int64_t chunk = (int64_t)wm_chunk_bytes(), fill = total / (share * (int64_t)(ranks > 1 ? ranks - 1 : 1));
+    if (fill < 8192)
+        fill = 8192;
+    return fill < chunk ? fill : chunk;
+}
+
 int64_t wm_pieces(const struct wm_comm *wc, int64_t total, int64_t chunk, int64_t groups,
                   int64_t *per_piece)
 {

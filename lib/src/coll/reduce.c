@@ -591,7 +591,8 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
     int me = wc->rank;
     int in_place = sendbuf == MPI_IN_PLACE;
     r->in = in_place ? recvbuf : sendbuf;
-    int64_t chunk_elems = (int64_t)(wm_chunk_bytes() / (size_t)r->l.size);
+    /* each cluster's chain fills before the WAN and the final ring run (wm_fill_chunk) */
+    int64_t chunk_elems = wm_fill_chunk(total * (int64_t)r->l.size, wc->size, 16) / (int64_t)r->l.size;
     if (mode == WM_SCATTER_BLOCKS)
         cut_blocks(r, counts, count, chunk_elems);
     else
