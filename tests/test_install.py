@@ -368,6 +368,17 @@ def test_same_mpi_compares_kind_and_version():
     assert not libwanmpi.same_mpi("MPICH 4.1", "MPICH 5.0.2")
 
 
+def test_open_mpi_5_in_a_prefix_is_launched_by_prrte():
+    """An MPI of the manifest takes Open MPI 5's launcher (PRRTE) by its
+    library version, not only by its family."""
+    def installed(family, version):
+        return install.InstalledMPI("site", family, Path("cc"), Path("bin"), Path("bin/mpirun"), version, "",
+                                    "libmpi.so.40", Path("lib.so"), Path("programs"), None)
+    assert installed("openmpi", "Open MPI v5.0.11, package: Open MPI root@host Distribution").prrte
+    assert not installed("openmpi", "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4").prrte
+    assert not installed("mpich", "MPICH Version:      5.0.2").prrte
+
+
 def test_site_mpi_is_added_beside_the_others(prefix, two_clusters, tmp_path):
     site = linked_copy(prefix, tmp_path / "wanmpi")
     before = json.loads((site / "share" / "wanmpi" / "install.json").read_text())

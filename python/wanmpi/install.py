@@ -22,6 +22,7 @@ manifest with `manifest_json`; everything else only reads it.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -71,6 +72,12 @@ class InstalledMPI:
     libwanmpi: Path
     programs: Path            # directory of wanmpi's MPI programs built with it
     commit: str | None        # of the checkout it was built from
+
+    @property
+    def prrte(self) -> bool:
+        """Open MPI 5 or later: launched by PRRTE (prterun's options, not 4.1's)."""
+        major = re.match(r"Open MPI v?(\d+)\.", self.library_version)
+        return self.family == "openmpi" and major is not None and int(major.group(1)) >= 5
 
 
 def short_hash(content_hash: str) -> str:

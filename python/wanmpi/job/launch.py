@@ -314,7 +314,7 @@ def _register_installed() -> None:
     its NAME (`make install MPICC=... NAME=...`), with the manifest's paths;
     one named openmpi or mpich takes the place of the built-in one."""
     for m in paths.INSTALLED.mpis if paths.INSTALLED is not None else ():
-        base = OpenMPI if m.family == "openmpi" else MPICH
+        base = (OpenMPI5 if m.prrte else OpenMPI) if m.family == "openmpi" else MPICH
         type(f"{base.__name__}_{m.name}", (base,), {"name": m.name, "command_path": m.launcher,
                                                     "mpicc": m.mpicc, "library": m.soname})
 

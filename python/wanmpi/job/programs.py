@@ -73,10 +73,11 @@ def wrapper_libraries(mpicc: Path, soname: str) -> frozenset[str]:
 
 def narrowed(program: str, mpis: list[str]) -> list[str]:
     """Of several MPIs whose libmpi has one soname (Open MPI 4.1 and 5:
-    libmpi.so.40), the one whose library the program loads, where that can be
-    told; else `mpis` as they are."""
+    libmpi.so.40), those whose library the program loads, where that can be
+    told (several where two registered MPIs are one: a site MPI installed
+    beside the built-in one with the same mpicc); else `mpis` as they are."""
     if len(mpis) < 2:
         return mpis
     files = libmpi_files(program)
     loads = [m for m in mpis if files & wrapper_libraries(Launcher.registry[m].mpicc, Launcher.registry[m].library)]
-    return loads[:1] or mpis
+    return loads or mpis
