@@ -167,6 +167,42 @@ def test_bad_arguments_give_the_mpis_error_class(two_clusters, mpi):
     assert "bcast an uncommitted type: ours 3, the MPI's own 3" in done.stderr     # MPI_ERR_TYPE
 
 
+@pytest.mark.parametrize("mpi", MPIS)
+def test_arguments_that_differ_between_ranks_give_an_error_on_every_rank(two_clusters, mpi):
+    """With --check-arguments (WANMPI_CHECK=1), counts, type signatures, roots
+    and operations that differ between ranks, in every wrapped blocking
+    collective, return MPI_ERR_TRUNCATE / TYPE / ROOT / OP on every rank
+    instead of hanging (tests/programs/mismatch.c; without the check most of
+    these hang, docs/libwanmpi.md); the same signature in another layout is
+    accepted and exact; with MPI_ERRORS_ARE_FATAL the job ends with a message
+    that names the call and the sizes."""
+    done = run(mpi, "mismatch", "--bytes", "200000", env=["WANMPI_CHECK=1"], timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "mismatch: 24 cases ok" in done.stdout, done.stdout + done.stderr
+    done = wanmpi("run", "--mpi", mpi, "-n", "8", "--timeout", "120", "--check-arguments",
+                  program(mpi, "mismatch"), "--fatal", timeout=180)
+    assert done.returncode not in (0, 124), done.stdout + done.stderr
+    assert re.search(r"wanmpi: MPI_Bcast on a communicator of 8 ranks \(rank \d\): the ranks passed different "
+                     r"counts: messages of 4 to 8 bytes, [48] here \(WANMPI_CHECK=1\)", done.stderr), done.stderr
+    assert "the broadcast returned" not in done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_argument_check_accepts_every_correct_call(two_clusters, mpi):
+    """WANMPI_CHECK=1 never rejects a correct program: the randomized exact
+    cases of every collective (derived and non-contiguous types, in place,
+    uneven v-counts, split communicators, every root) and the all-to-all(w)
+    checks all pass with it."""
+    done = run(mpi, "collcheck", "--seed", "12", "--cases", "100", "--max-bytes", "1000000", map="interleave",
+               env=["WANMPI_CHECK=1"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collcheck: 100 cases ok" in done.stdout
+    for prog in ("a2acheck", "alltoallwcheck"):
+        done = run(mpi, prog, env=["WANMPI_CHECK=1"], timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "cases ok" in done.stdout
+
+
 @pytest.fixture(scope="module")
 def three_clusters():
     t = bring_up(THREE)
@@ -339,6 +375,7 @@ def test_no_wanmpi_does_not_load_the_library(two_clusters, tmp_path):
 @pytest.mark.parametrize("setting, message", [
     ("WANMPI_LANES=0", "WANMPI_LANES=0: expected an integer from 1"),
     ("WANMPI_CHUNK=12x", "WANMPI_CHUNK=12x: expected an integer"),
+    ("WANMPI_CHECK=yes", "WANMPI_CHECK=yes: expected an integer from 0 to 1"),
     ("WANMPI_BCAST=fastest", "WANMPI_BCAST=fastest: expected multilane, singlelane or mpi"),
     ("WANMPI_CLUSTER_MAP=a=10.99.0.0/24", "none of this host's addresses"),
     ("WANMPI_CLUSTER_MAP=a=300.1.0.0/24", "'300.1.0.0/24' is not an IPv4 network"),

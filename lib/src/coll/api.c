@@ -27,6 +27,7 @@
 #include "entry.h"
 #include <limits.h>
 #include <stdlib.h>
+#include "agree.h"
 #include "nb.h"
 #include "rules.h"
 #include "sched.h"
@@ -245,7 +246,8 @@ static int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm com
 
 int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
-    return bcast(buf, count, type, root, comm, NULL);
+    int rc = wm_agree_bcast(count, type, root, comm);
+    return rc != MPI_SUCCESS ? rc : bcast(buf, count, type, root, comm, NULL);
 }
 
 int wm_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request)
@@ -320,25 +322,31 @@ static int reduction(enum wm_coll coll, const void *sendbuf, void *recvbuf, int 
 
 int wm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
 {
-    return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
+    int rc = wm_agree_reduction("MPI_Allreduce", count, NULL, type, op, WM_AGREE_NO_ROOT, comm);
+    return rc != MPI_SUCCESS ? rc : reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, NULL, type, op, 0, comm, NULL);
 }
 
 int wm_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
               MPI_Comm comm)
 {
-    return reduction(WM_REDUCE, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL);
+    int rc = wm_agree_reduction("MPI_Reduce", count, NULL, type, op, root, comm);
+    return rc != MPI_SUCCESS ? rc : reduction(WM_REDUCE, sendbuf, recvbuf, count, NULL, type, op, root, comm, NULL);
 }
 
 int wm_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type,
                             MPI_Op op, MPI_Comm comm)
 {
-    return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, NULL);
+    int rc = wm_agree_reduction("MPI_Reduce_scatter_block", recvcount, NULL, type, op, WM_AGREE_NO_ROOT, comm);
+    return rc != MPI_SUCCESS ? rc
+                             : reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm,
+                                         NULL);
 }
 
 int wm_reduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts, MPI_Datatype type, MPI_Op op,
                       MPI_Comm comm)
 {
-    return reduction(WM_REDUCE_SCATTER, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, NULL);
+    int rc = wm_agree_reduction("MPI_Reduce_scatter", 0, recvcounts, type, op, WM_AGREE_NO_ROOT, comm);
+    return rc != MPI_SUCCESS ? rc : reduction(WM_REDUCE_SCATTER, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, NULL);
 }
 
 int wm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -424,7 +432,8 @@ static int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, 
 int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm)
 {
-    return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL);
+    int rc = wm_agree_allgather("MPI_Allgather", sendbuf, sendcount, sendtype, recvcount, NULL, recvtype, comm);
+    return rc != MPI_SUCCESS ? rc : allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL);
 }
 
 int wm_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
@@ -471,7 +480,9 @@ static int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 int wm_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
                   const int *displs, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    return allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, NULL);
+    int rc = wm_agree_allgather("MPI_Allgatherv", sendbuf, sendcount, sendtype, 0, recvcounts, recvtype, comm);
+    return rc != MPI_SUCCESS ? rc
+                             : allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, NULL);
 }
 
 int wm_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -607,27 +618,33 @@ static int rooted_v(enum wm_coll coll, const void *sendbuf, const int *sendcount
 int wm_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
               MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    return rooted(WM_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    int rc = wm_agree_rooted("MPI_Gather", 1, sendcount, sendtype, recvcount, NULL, recvtype, root, comm);
+    return rc != MPI_SUCCESS ? rc : rooted(WM_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
 int wm_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    return rooted(WM_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    int rc = wm_agree_rooted("MPI_Scatter", 0, recvcount, recvtype, sendcount, NULL, sendtype, root, comm);
+    return rc != MPI_SUCCESS ? rc : rooted(WM_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
 int wm_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int *recvcounts,
                const int *displs, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    return rooted_v(WM_GATHERV, sendbuf, NULL, sendcount, sendtype, recvbuf, recvcounts, 0, displs, recvtype, root,
-                    comm);
+    int rc = wm_agree_rooted("MPI_Gatherv", 1, sendcount, sendtype, 0, recvcounts, recvtype, root, comm);
+    return rc != MPI_SUCCESS ? rc
+                             : rooted_v(WM_GATHERV, sendbuf, NULL, sendcount, sendtype, recvbuf, recvcounts, 0, displs,
+                                        recvtype, root, comm);
 }
 
 int wm_scatterv(const void *sendbuf, const int *sendcounts, const int *displs, MPI_Datatype sendtype,
                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    return rooted_v(WM_SCATTERV, sendbuf, sendcounts, 0, sendtype, recvbuf, NULL, recvcount, displs, recvtype, root,
-                    comm);
+    int rc = wm_agree_rooted("MPI_Scatterv", 0, recvcount, recvtype, 0, sendcounts, sendtype, root, comm);
+    return rc != MPI_SUCCESS ? rc
+                             : rooted_v(WM_SCATTERV, sendbuf, sendcounts, 0, sendtype, recvbuf, NULL, recvcount, displs,
+                                        recvtype, root, comm);
 }
 
 /* Scan or exscan: the cluster chain (scan.c) where each cluster is one
@@ -658,12 +675,14 @@ static int scan(enum wm_coll coll, const void *sendbuf, void *recvbuf, int count
 
 int wm_scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
 {
-    return scan(WM_SCAN, sendbuf, recvbuf, count, type, op, comm);
+    int rc = wm_agree_reduction("MPI_Scan", count, NULL, type, op, WM_AGREE_NO_ROOT, comm);
+    return rc != MPI_SUCCESS ? rc : scan(WM_SCAN, sendbuf, recvbuf, count, type, op, comm);
 }
 
 int wm_exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
 {
-    return scan(WM_EXSCAN, sendbuf, recvbuf, count, type, op, comm);
+    int rc = wm_agree_reduction("MPI_Exscan", count, NULL, type, op, WM_AGREE_NO_ROOT, comm);
+    return rc != MPI_SUCCESS ? rc : scan(WM_EXSCAN, sendbuf, recvbuf, count, type, op, comm);
 }
 
 /* The MPI's own (a WAN barrier is one round trip either way), held like ours. */
@@ -741,7 +760,9 @@ static int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, v
 int wm_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                 MPI_Datatype recvtype, MPI_Comm comm)
 {
-    return alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL);
+    int rc = wm_agree_alltoall("MPI_Alltoall", sendbuf, sendcount, NULL, sendtype, NULL, recvcount, NULL, recvtype, NULL,
+                               comm);
+    return rc != MPI_SUCCESS ? rc : alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, NULL);
 }
 
 int wm_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
@@ -797,7 +818,11 @@ static int alltoallv(const void *sendbuf, const int *sendcounts, const int *sdis
 int wm_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
                  void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    return alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, NULL);
+    int rc = wm_agree_alltoall("MPI_Alltoallv", sendbuf, 0, sendcounts, sendtype, NULL, 0, recvcounts, recvtype, NULL,
+                               comm);
+    return rc != MPI_SUCCESS
+               ? rc
+               : alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, NULL);
 }
 
 int wm_ialltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,

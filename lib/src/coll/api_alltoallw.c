@@ -16,6 +16,7 @@
  * scheduled one is paced too. Its sizes differ by rank, so no size enters
  * the choice (as for the alltoallv): every rank must take the same path. */
 #include "coll.h"
+#include "agree.h"
 #include "entry.h"
 #include "wanmpi_internal.h"
 
@@ -70,8 +71,11 @@ int wm_alltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls,
                  void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
                  MPI_Comm comm)
 {
-    return alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
-                     NULL);
+    int rc = wm_agree_alltoall("MPI_Alltoallw", sendbuf, 0, sendcounts, MPI_DATATYPE_NULL, sendtypes, 0, recvcounts,
+                               MPI_DATATYPE_NULL, recvtypes, comm);
+    return rc != MPI_SUCCESS ? rc
+                             : alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                                         comm, NULL);
 }
 
 int wm_ialltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,

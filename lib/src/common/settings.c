@@ -131,6 +131,7 @@ const struct wm_settings *wm_settings(void)
     settings.matb_divisor = (int)env_integer(WM_ENV_MATB_DIVISOR, 1, 1, 64);
     settings.nonblocking_ours = !env_choice(WM_ENV_NONBLOCKING, "ours", "mpi");
     settings.progress_thread = env_choice(WM_ENV_PROGRESS, "calls", "thread");
+    settings.check = (int)env_integer(WM_ENV_CHECK, 0, 0, 1);
     settings.stats = nonempty(WM_ENV_STATS);
     return &settings;
 }

@@ -86,6 +86,12 @@
                                                          while the program computes; MPI_Init then
                                                          asks for MPI_THREAD_MULTIPLE) */
 
+/* Argument agreement (coll/agree.h): "1" makes the ranks of every blocking
+ * collective agree on counts, datatypes, root and operation first (one small
+ * allreduce per call), so an erroneous program gets an error on every rank,
+ * never a hang; "0" (default) trusts the program, as MPI does. */
+#define WM_ENV_CHECK          "WANMPI_CHECK"
+
 /* The node address of every MPI_COMM_WORLD rank, for WANMPI_UDP_PARAMS
  * (blast/udp_params.c): "10.1.0.1*2,10.2.0.1*2" = ranks 0-1 on 10.1.0.1,
  * ranks 2-3 on 10.2.0.1 (`wanmpi run` sets it from its placement). */
@@ -160,6 +166,7 @@ struct wm_settings {
     int matb_divisor;
     int nonblocking_ours;       /* WANMPI_NONBLOCKING=ours */
     int progress_thread;        /* WANMPI_PROGRESS=thread */
+    int check;                  /* WANMPI_CHECK=1 */
     const char *stats;
     int debug;
 };

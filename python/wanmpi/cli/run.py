@@ -27,6 +27,10 @@ def register(commands) -> None:
     p.add_argument("--no-wanmpi", dest="wanmpi", action="store_false",
                    help="run on the MPI library alone, without preloading libwanmpi (for comparison)")
     rules_option(p)
+    p.add_argument("--check-arguments", action="store_true",
+                   help="every blocking collective first checks that its ranks passed matching counts, datatypes, "
+                        "roots and operations (WANMPI_CHECK=1): an error on every rank instead of a hang; one small "
+                        "allreduce per call")
     p.add_argument("--no-relays", dest="relays", action="store_false",
                    help="connect the clusters directly even if the topology has relays (public "
                         "clusters only; for comparison)")
@@ -55,8 +59,13 @@ def cmd_run(args) -> int:
     if others and mpi.name not in others:
         raise CliError(f"{args.program} is built with {' or '.join(others)} but --mpi is {mpi.name}: "
                        f"build it with {mpi.mpicc} or run it with --mpi {others[0]}")
-    check_mpi4py(program, mpi, dict(args.env))
-    job = launch.Job(t, [program, *args.args], placement.placement(t, args.ranks, args.map), dict(args.env),
+    env = dict(args.env)
+    check_mpi4py(program, mpi, env)
+    if args.check_arguments:
+        if not args.wanmpi:
+            raise CliError("--check-arguments is libwanmpi's: it cannot be used with --no-wanmpi")
+        env.setdefault("WANMPI_CHECK", "1")
+    job = launch.Job(t, [program, *args.args], placement.placement(t, args.ranks, args.map), env,
                      wanmpi=args.wanmpi, use_relays=args.relays,
                      check_hosts=args.check_hosts, rules=checked_rules(args.rules, t) if args.wanmpi else None)
     if not (args.tcp_stats or args.tcp_stats_json):
