@@ -175,7 +175,8 @@ def test_arguments_that_differ_between_ranks_give_an_error_on_every_rank(two_clu
     instead of hanging (tests/programs/mismatch.c; without the check most of
     these hang, docs/libwanmpi.md); the same signature in another layout is
     accepted and exact; with MPI_ERRORS_ARE_FATAL the job ends with a message
-    that names the call and the sizes."""
+    that names the call and the sizes; with --check-all-arguments the
+    nonblocking calls (and MPICH's MPI_Bcast_init) return it from their start."""
     done = run(mpi, "mismatch", "--bytes", "200000", env=["WANMPI_CHECK=1"], timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "mismatch: 24 cases ok" in done.stdout, done.stdout + done.stderr
@@ -185,6 +186,17 @@ def test_arguments_that_differ_between_ranks_give_an_error_on_every_rank(two_clu
     assert re.search(r"wanmpi: MPI_Bcast on a communicator of 8 ranks \(rank \d\): the ranks passed different "
                      r"counts: messages of 4 to 8 bytes, [48] here \(WANMPI_CHECK=1\)", done.stderr), done.stderr
     assert "the broadcast returned" not in done.stderr
+    done = wanmpi("run", "--mpi", mpi, "-n", "8", "--timeout", "120", "--check-all-arguments",
+                  program(mpi, "mismatch"), "--nonblocking", timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"mismatch: {13 if mpi == 'mpich' else 12} cases ok" in done.stdout    # MPICH: MPI_Bcast_init too
+
+
+def test_argument_check_needs_libwanmpi(two_clusters):
+    done = wanmpi("run", "-n", "2", "--no-wanmpi", "--check-arguments", program("openmpi", "where"), timeout=60)
+    assert done.returncode != 0
+    assert "--check-arguments and --check-all-arguments are libwanmpi's: they cannot be used with --no-wanmpi" \
+        in done.stderr
 
 
 @pytest.mark.parametrize("mpi", MPIS)
@@ -192,11 +204,19 @@ def test_argument_check_accepts_every_correct_call(two_clusters, mpi):
     """WANMPI_CHECK=1 never rejects a correct program: the randomized exact
     cases of every collective (derived and non-contiguous types, in place,
     uneven v-counts, split communicators, every root) and the all-to-all(w)
-    checks all pass with it."""
+    checks all pass with it; with WANMPI_CHECK=all the nonblocking exact cases
+    and the persistent collectives too."""
     done = run(mpi, "collcheck", "--seed", "12", "--cases", "100", "--max-bytes", "1000000", map="interleave",
                env=["WANMPI_CHECK=1"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "collcheck: 100 cases ok" in done.stdout
+    done = run(mpi, "collcheck", "--seed", "13", "--cases", "60", "--max-bytes", "1000000", "--nonblocking",
+               map="interleave", env=["WANMPI_CHECK=all"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collcheck: 60 cases ok" in done.stdout
+    done = run(mpi, "persistcheck", env=["WANMPI_CHECK=all"], timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rounds ok" in done.stdout
     for prog in ("a2acheck", "alltoallwcheck"):
         done = run(mpi, prog, env=["WANMPI_CHECK=1"], timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -375,7 +395,7 @@ def test_no_wanmpi_does_not_load_the_library(two_clusters, tmp_path):
 @pytest.mark.parametrize("setting, message", [
     ("WANMPI_LANES=0", "WANMPI_LANES=0: expected an integer from 1"),
     ("WANMPI_CHUNK=12x", "WANMPI_CHUNK=12x: expected an integer"),
-    ("WANMPI_CHECK=yes", "WANMPI_CHECK=yes: expected an integer from 0 to 1"),
+    ("WANMPI_CHECK=yes", "WANMPI_CHECK=yes: expected 0, 1 or all"),
     ("WANMPI_BCAST=fastest", "WANMPI_BCAST=fastest: expected multilane, singlelane or mpi"),
     ("WANMPI_CLUSTER_MAP=a=10.99.0.0/24", "none of this host's addresses"),
     ("WANMPI_CLUSTER_MAP=a=300.1.0.0/24", "'300.1.0.0/24' is not an IPv4 network"),

@@ -7,7 +7,10 @@
  * differ only in layout (4 x MPI_INT against one contiguous type of 4 MPI_INT,
  * which MPI allows) must succeed with exact results.
  * Prints "mismatch: N cases ok" on rank 0; exit status 1 on a difference.
- * --bytes N: the size of the matching calls (default 200000). --fatal: one
+ * --bytes N: the size of the matching calls (default 200000). --nonblocking:
+ * the nonblocking calls (and, under an MPI-4 library, a persistent
+ * broadcast's init) instead, with WANMPI_CHECK=all: the error comes from the
+ * call that starts it. --fatal: one
  * broadcast whose counts differ on MPI_COMM_WORLD, whose handler ends the job
  * (the message and the exit status are the launcher's to show). */
 #include <mpi.h>
@@ -92,6 +95,44 @@ static void others_differ(int n)
            MPI_ERR_TYPE);
 }
 
+/* The nonblocking forms (WANMPI_CHECK=all): the start returns the error. */
+#define NB(what, class, call, ...)                                          \
+    do {                                                                    \
+        MPI_Request r_ = MPI_REQUEST_NULL;                                  \
+        int rc_ = MPI_##call(__VA_ARGS__, &r_);                             \
+        if (rc_ == MPI_SUCCESS)                                             \
+            rc_ = MPI_Wait(&r_, MPI_STATUS_IGNORE);                         \
+        expect(what, rc_, class);                                           \
+    } while (0)
+
+static void nonblocking_differ(int n)
+{
+    int mine = rank == odd ? n / 2 : n, block = n / size, bmine = rank == odd ? block / 2 : block;
+    NB("ibcast count", MPI_ERR_TRUNCATE, Ibcast, a, mine, MPI_INT, 0, comm);
+    NB("ibcast root", MPI_ERR_ROOT, Ibcast, a, n, MPI_INT, rank == odd ? 1 : 0, comm);
+    NB("iallreduce count", MPI_ERR_TRUNCATE, Iallreduce, a, b, mine, MPI_INT, MPI_SUM, comm);
+    NB("iallreduce op", MPI_ERR_OP, Iallreduce, a, b, n, MPI_INT, rank == odd ? MPI_MAX : MPI_SUM, comm);
+    NB("ireduce count", MPI_ERR_TRUNCATE, Ireduce, a, b, mine, MPI_INT, MPI_SUM, 0, comm);
+    NB("ireduce_scatter_block count", MPI_ERR_TRUNCATE, Ireduce_scatter_block, a, b, mine / size, MPI_INT, MPI_SUM,
+       comm);
+    NB("iallgather send count", MPI_ERR_TRUNCATE, Iallgather, a, bmine, MPI_INT, b, block, MPI_INT, comm);
+    NB("ialltoall send count", MPI_ERR_TRUNCATE, Ialltoall, a, bmine, MPI_INT, b, block, MPI_INT, comm);
+    for (int i = 0; i < size; i++) {
+        counts[i] = block;
+        displs[i] = i * block;
+        counts2[i] = rank == odd && i == 0 ? block + 1 : block;
+    }
+    NB("ialltoallv send counts", MPI_ERR_TRUNCATE, Ialltoallv, a, counts2, displs, MPI_INT, b, counts, displs,
+       MPI_INT, comm);
+    NB("ibcast matching", MPI_SUCCESS, Ibcast, a, n, MPI_INT, 0, comm);
+#if MPI_VERSION >= 4
+    MPI_Request r = MPI_REQUEST_NULL;
+    expect("bcast_init count", MPI_Bcast_init(a, mine, MPI_INT, 0, comm, MPI_INFO_NULL, &r), MPI_ERR_TRUNCATE);
+    if (r != MPI_REQUEST_NULL)
+        MPI_Request_free(&r);
+#endif
+}
+
 /* Equal signatures in different layouts: accepted, exact. */
 static void layouts_differ(int n)
 {
@@ -115,8 +156,11 @@ int main(int argc, char **argv)
 {
     int n = 200000 / (int)sizeof(int);
     MPI_Init(&argc, &argv);
+    int nonblocking = 0;
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--bytes") && i + 1 < argc)
+        if (!strcmp(argv[i], "--nonblocking"))
+            nonblocking = 1;
+        else if (!strcmp(argv[i], "--bytes") && i + 1 < argc)
             n = atoi(argv[i + 1]) / (int)sizeof(int);
         else if (!strcmp(argv[i], "--fatal")) {
             int x[2] = { 0, 0 };
@@ -138,8 +182,12 @@ int main(int argc, char **argv)
     counts2 = calloc((size_t)size, sizeof(int));
     displs = calloc((size_t)size, sizeof(int));
     types = calloc((size_t)size, sizeof(MPI_Datatype));
-    sizes_differ(n);
-    others_differ(n);
+    if (nonblocking) {
+        nonblocking_differ(n);
+    } else {
+        sizes_differ(n);
+        others_differ(n);
+    }
     layouts_differ(n);
     int sum = 0, one = 1, bad = failed;
     expect("allreduce afterwards", MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm), MPI_SUCCESS);

@@ -212,6 +212,22 @@ static int adopt(int rc, MPI_Comm comm, MPI_Request *request)
     return wm_nb_adopt(comm, *request, request);
 }
 
+/* WANMPI_CHECK=all: a nonblocking call, or a persistent init (not its
+ * starts: their arguments are the init's), agrees on its arguments first
+ * (agree.h); on a difference *request is MPI_REQUEST_NULL. */
+static int nb_agree(void)
+{
+    return wm_settings()->check == WM_CHECK_ALL && !(wm_persist_call && wm_persist_call->phase == WM_PERSIST_START);
+}
+#define NB_AGREE(call)                                        \
+    do {                                                      \
+        int agreed_;                                          \
+        if (nb_agree() && (agreed_ = (call)) != MPI_SUCCESS) { \
+            *request = MPI_REQUEST_NULL;                      \
+            return agreed_;                                   \
+        }                                                     \
+    } while (0)
+
 /* What a collective that is not ours records: its time, or nothing for a
  * nonblocking one (the time is the MPI's, not the call's). */
 static void record(enum wm_coll c, enum wm_alg alg, double bytes, double t0, MPI_Request *request)
@@ -252,6 +268,7 @@ int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 
 int wm_ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request)
 {
+    NB_AGREE(wm_agree_bcast(count, type, root, comm));
     return bcast(buf, count, type, root, comm, request);
 }
 
@@ -352,24 +369,28 @@ int wm_reduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts,
 int wm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                   MPI_Request *request)
 {
+    NB_AGREE(wm_agree_reduction("MPI_Iallreduce", count, NULL, type, op, WM_AGREE_NO_ROOT, comm));
     return reduction(WM_ALLREDUCE, sendbuf, recvbuf, count, NULL, type, op, 0, comm, request);
 }
 
 int wm_ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                MPI_Comm comm, MPI_Request *request)
 {
+    NB_AGREE(wm_agree_reduction("MPI_Ireduce", count, NULL, type, op, root, comm));
     return reduction(WM_REDUCE, sendbuf, recvbuf, count, NULL, type, op, root, comm, request);
 }
 
 int wm_ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
                              MPI_Comm comm, MPI_Request *request)
 {
+    NB_AGREE(wm_agree_reduction("MPI_Ireduce_scatter_block", recvcount, NULL, type, op, WM_AGREE_NO_ROOT, comm));
     return reduction(WM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, NULL, type, op, 0, comm, request);
 }
 
 int wm_ireduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts, MPI_Datatype type, MPI_Op op,
                        MPI_Comm comm, MPI_Request *request)
 {
+    NB_AGREE(wm_agree_reduction("MPI_Ireduce_scatter", 0, recvcounts, type, op, WM_AGREE_NO_ROOT, comm));
     return reduction(WM_REDUCE_SCATTER, sendbuf, recvbuf, 0, recvcounts, type, op, 0, comm, request);
 }
 
@@ -439,6 +460,7 @@ int wm_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 int wm_iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
+    NB_AGREE(wm_agree_allgather("MPI_Iallgather", sendbuf, sendcount, sendtype, recvcount, NULL, recvtype, comm));
     return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
@@ -489,6 +511,7 @@ int wm_iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
                    const int *recvcounts, const int *displs, MPI_Datatype recvtype, MPI_Comm comm,
                    MPI_Request *request)
 {
+    NB_AGREE(wm_agree_allgather("MPI_Iallgatherv", sendbuf, sendcount, sendtype, 0, recvcounts, recvtype, comm));
     return allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
 }
 
@@ -768,6 +791,8 @@ int wm_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
 int wm_ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
+    NB_AGREE(wm_agree_alltoall("MPI_Ialltoall", sendbuf, sendcount, NULL, sendtype, NULL, recvcount, NULL, recvtype,
+                               NULL, comm));
     return alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
@@ -829,6 +854,8 @@ int wm_ialltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls
                   void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype, MPI_Comm comm,
                   MPI_Request *request)
 {
+    NB_AGREE(wm_agree_alltoall("MPI_Ialltoallv", sendbuf, 0, sendcounts, sendtype, NULL, 0, recvcounts, recvtype,
+                               NULL, comm));
     return alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                      request);
 }
@@ -961,6 +988,11 @@ int wm_entry_enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, en
                    MPI_Request *request)
 {
     return enter(c, comm, out, alg, request);
+}
+
+int wm_entry_nb_agree(void)
+{
+    return nb_agree();
 }
 
 enum wm_alg wm_entry_decide(const struct wm_comm *wc, enum wm_coll c, enum wm_alg alg, double bytes)

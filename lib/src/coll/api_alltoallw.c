@@ -82,6 +82,13 @@ int wm_ialltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls
                   void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
                   MPI_Comm comm, MPI_Request *request)
 {
+    int rc;
+    if (wm_entry_nb_agree() &&
+        (rc = wm_agree_alltoall("MPI_Ialltoallw", sendbuf, 0, sendcounts, MPI_DATATYPE_NULL, sendtypes, 0,
+                                recvcounts, MPI_DATATYPE_NULL, recvtypes, comm)) != MPI_SUCCESS) {
+        *request = MPI_REQUEST_NULL;
+        return rc;
+    }
     return alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
                      request);
 }

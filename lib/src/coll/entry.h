@@ -77,6 +77,9 @@ extern __thread struct wm_persist_call *wm_persist_call;
 /* The communicator's entry and the collective's setting (WM_ALG_MPI where
  * only the MPI can take the call); a nonblocking call (`request` set) only
  * on a communicator whose entry exists. */
+/* WANMPI_CHECK=all and this nonblocking call is not a persistent start:
+ * it agrees on its arguments first (api.c, agree.h). */
+int wm_entry_nb_agree(void);
 int wm_entry_enter(enum wm_coll c, MPI_Comm comm, const struct wm_comm **out, enum wm_alg *alg,
                    MPI_Request *request);
 /* Once the arguments are checked: the setting, the rules or the built-in choice. */

@@ -80,6 +80,19 @@ static enum wm_rate_mode env_rate_mode(const char *name)
     wm_fatal("%s=%s: expected matb, auto or off", name, v);
 }
 
+/* WANMPI_CHECK: 0 (default), 1 (blocking collectives) or all. */
+static enum wm_check env_check(const char *name)
+{
+    const char *v = nonempty(name);
+    if (!v || !strcmp(v, "0"))
+        return WM_CHECK_OFF;
+    if (!strcmp(v, "1"))
+        return WM_CHECK_BLOCKING;
+    if (!strcasecmp(v, "all"))
+        return WM_CHECK_ALL;
+    wm_fatal("%s=%s: expected 0, 1 or all", name, v);
+}
+
 /* auto (default) or off. */
 static enum wm_rate_mode env_auto_off(const char *name)
 {
@@ -131,7 +144,7 @@ const struct wm_settings *wm_settings(void)
     settings.matb_divisor = (int)env_integer(WM_ENV_MATB_DIVISOR, 1, 1, 64);
     settings.nonblocking_ours = !env_choice(WM_ENV_NONBLOCKING, "ours", "mpi");
     settings.progress_thread = env_choice(WM_ENV_PROGRESS, "calls", "thread");
-    settings.check = (int)env_integer(WM_ENV_CHECK, 0, 0, 1);
+    settings.check = env_check(WM_ENV_CHECK);
     settings.stats = nonempty(WM_ENV_STATS);
     return &settings;
 }

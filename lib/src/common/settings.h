@@ -89,7 +89,9 @@
 /* Argument agreement (coll/agree.h): "1" makes the ranks of every blocking
  * collective agree on counts, datatypes, root and operation first (one small
  * allreduce per call), so an erroneous program gets an error on every rank,
- * never a hang; "0" (default) trusts the program, as MPI does. */
+ * never a hang; "all" the nonblocking ones and persistent inits too (whose
+ * start then waits for every rank to start it); "0" (default) trusts the
+ * program, as MPI does. */
 #define WM_ENV_CHECK          "WANMPI_CHECK"
 
 /* The node address of every MPI_COMM_WORLD rank, for WANMPI_UDP_PARAMS
@@ -147,6 +149,8 @@ enum wm_alg { WM_ALG_MULTILANE, WM_ALG_SINGLELANE, WM_ALG_MPI, WM_ALG_SCHEDULED,
 
 enum wm_rate_mode { WM_RATE_MATB, WM_RATE_AUTO, WM_RATE_OFF };
 
+enum wm_check { WM_CHECK_OFF, WM_CHECK_BLOCKING, WM_CHECK_ALL };
+
 struct wm_settings {
     const char *cluster;        /* from WANMPI_CLUSTER, or NULL */
     const char *rank_clusters;
@@ -166,7 +170,7 @@ struct wm_settings {
     int matb_divisor;
     int nonblocking_ours;       /* WANMPI_NONBLOCKING=ours */
     int progress_thread;        /* WANMPI_PROGRESS=thread */
-    int check;                  /* WANMPI_CHECK=1 */
+    enum wm_check check;        /* WANMPI_CHECK */
     const char *stats;
     int debug;
 };

@@ -27,10 +27,14 @@ def register(commands) -> None:
     p.add_argument("--no-wanmpi", dest="wanmpi", action="store_false",
                    help="run on the MPI library alone, without preloading libwanmpi (for comparison)")
     rules_option(p)
-    p.add_argument("--check-arguments", action="store_true",
-                   help="every blocking collective first checks that its ranks passed matching counts, datatypes, "
-                        "roots and operations (WANMPI_CHECK=1): an error on every rank instead of a hang; one small "
-                        "allreduce per call")
+    check = p.add_mutually_exclusive_group()
+    check.add_argument("--check-arguments", dest="check_arguments", action="store_const", const="1",
+                       help="every blocking collective first checks that its ranks passed matching counts, "
+                            "datatypes, roots and operations (WANMPI_CHECK=1): an error on every rank instead of a "
+                            "hang; one small allreduce per call")
+    check.add_argument("--check-all-arguments", dest="check_arguments", action="store_const", const="all",
+                       help="the same for the nonblocking collectives and persistent inits too, whose start then "
+                            "waits for every rank to start it (WANMPI_CHECK=all)")
     p.add_argument("--no-relays", dest="relays", action="store_false",
                    help="connect the clusters directly even if the topology has relays (public "
                         "clusters only; for comparison)")
@@ -63,8 +67,9 @@ def cmd_run(args) -> int:
     check_mpi4py(program, mpi, env)
     if args.check_arguments:
         if not args.wanmpi:
-            raise CliError("--check-arguments is libwanmpi's: it cannot be used with --no-wanmpi")
-        env.setdefault("WANMPI_CHECK", "1")
+            raise CliError("--check-arguments and --check-all-arguments are libwanmpi's: they cannot be used with "
+                           "--no-wanmpi")
+        env.setdefault("WANMPI_CHECK", args.check_arguments)
     job = launch.Job(t, [program, *args.args], placement.placement(t, args.ranks, args.map), env,
                      wanmpi=args.wanmpi, use_relays=args.relays,
                      check_hosts=args.check_hosts, rules=checked_rules(args.rules, t) if args.wanmpi else None)
