@@ -30,7 +30,7 @@ APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-esse
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/persistcheck.c tests/programs/nullbufs.c tests/programs/newcomms.c tests/programs/halo.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/alltoallwcheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
-	tests/programs/udpcheck.c tests/programs/rmacheck.c tests/programs/rulesplit.c tests/programs/fence.c tests/programs/badargs.c tests/programs/mismatch.c \
+	tests/programs/udpcheck.c tests/programs/rmacheck.c tests/programs/rulesplit.c tests/programs/fence.c tests/programs/badargs.c tests/programs/mismatch.c tests/programs/largecount.c \
 	bench/steps.c bench/overlap.c bench/newcomm.c
 FORTRAN_PROGRAMS := tests/programs/collcheck_f90.f90 tests/programs/collcheck_f08.f90 tests/programs/collcheck_f77.f tests/programs/pacecheck_f90.f90 \
 	bench/kernels/cg_f90.f90 bench/kernels/ep_f90.f90 tests/programs/fence_f90.f90 tests/programs/alltoallw_f90.f90

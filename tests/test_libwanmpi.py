@@ -192,6 +192,21 @@ def test_arguments_that_differ_between_ranks_give_an_error_on_every_rank(two_clu
     assert f"mismatch: {13 if mpi == 'mpich' else 12} cases ok" in done.stdout    # MPICH: MPI_Bcast_init too
 
 
+def test_large_count_alltoallv_takes_one_path_on_every_rank(two_clusters, tmp_path):
+    """MPI_Alltoallv_c and MPI_Alltoallw_c (MPICH: MPI-4) where two ranks'
+    displacements pass INT_MAX and the others' do not: every rank runs our
+    scheduled all-to-all (a rank alone in the MPI's own call waited for ever
+    before), every byte arrives, and the statistics count each call as
+    what the program called."""
+    done = run("mpich", "largecount", env=[f"WANMPI_STATS={tmp_path}/stats-%r.json"], timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "largecount: 2 calls ok" in done.stdout
+    ranks = stats(tmp_path)
+    assert len(ranks) == 8
+    for coll in ("alltoallv", "alltoallw"):
+        assert calls(ranks, coll, "scheduled") == 8, coll
+
+
 def test_argument_check_needs_libwanmpi(two_clusters):
     done = wanmpi("run", "-n", "2", "--no-wanmpi", "--check-arguments", program("openmpi", "where"), timeout=60)
     assert done.returncode != 0

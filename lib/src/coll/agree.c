@@ -84,8 +84,8 @@ static void invalid(struct agreement *a)
 /* count elements of type in bytes, or -1 (and the rank's arguments invalid) */
 static int64_t bytes_of(struct agreement *a, int count, MPI_Datatype type)
 {
-    int size = 0;
-    if (count < 0 || !wm_type_committed(type) || PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) {
+    int64_t size = count < 0 || !wm_type_committed(type) ? -1 : wm_type_bytes(type);
+    if (size < 0) {
         invalid(a);
         return -1;
     }

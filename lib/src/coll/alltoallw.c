@@ -87,7 +87,7 @@ static int describe(struct alltoallw *w, const struct wm_comm *wc, int send, cha
     int rc = wm_layout(type, count, &l);
     if (rc != MPI_SUCCESS)
         return rc;
-    int64_t bytes = (int64_t)count * l.size;
+    int64_t bytes = (int64_t)count * wm_type_bytes(type);
     if (bytes == 0) {           /* zero elements, or elements of no data: no message on either side */
         *b = (struct wm_a2a_block){ buf, 0, 1, type, l.extent, 1 };
         return MPI_SUCCESS;
@@ -152,11 +152,8 @@ int wm_alltoallw_run(const struct wm_comm *wc, const void *sendbuf, const int *s
     double *bytes = malloc((size_t)wc->size * sizeof *bytes);
     if (!bytes)
         return MPI_ERR_NO_MEM;
-    for (int p = 0; p < wc->size; p++) {
-        int size = 0;
-        PMPI_Type_size(stypes[p], &size);
-        bytes[p] = (double)scounts[p] * size;
-    }
+    for (int p = 0; p < wc->size; p++)
+        bytes[p] = (double)scounts[p] * (double)wm_type_bytes(stypes[p]);
     struct wm_pacing pc;
     int rc = wm_alltoall_pace(&pc, wc, bytes, wm_received_from(wc, rcounts, 0), 1);
     free(bytes);

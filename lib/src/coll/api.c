@@ -85,9 +85,8 @@ static int predefined_op(MPI_Op op)
 
 static int named_type(MPI_Datatype type)
 {
-    int ni, na, nd, combiner;
-    return PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
-           combiner == MPI_COMBINER_NAMED;
+    int combiner, large;
+    return wm_type_combiner(type, &combiner, &large) && combiner == MPI_COMBINER_NAMED;
 }
 
 /* A predefined operation on a derived datatype, or on a named one it is not

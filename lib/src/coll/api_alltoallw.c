@@ -27,17 +27,19 @@ static double side_bytes(int n, const int *counts, const int *displs, const MPI_
     if (!counts || !displs || !types)
         return -1;
     for (int p = 0; p < n; p++) {
-        int size = 0;
-        if (counts[p] < 0 || !wm_type_committed(types[p]) || PMPI_Type_size(types[p], &size) != MPI_SUCCESS)
+        int64_t size = counts[p] < 0 || !wm_type_committed(types[p]) ? -1 : wm_type_bytes(types[p]);
+        if (size < 0)
             return -1;
         total += (double)counts[p] * size;
     }
     return total;
 }
 
-static int alltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
-                     void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
-                     MPI_Comm comm, MPI_Request *request)
+/* `recorded`: the collective the statistics count it as (an
+ * MPI_Alltoallv_c runs as an alltoallw: api_large.c) */
+static int alltoallw(enum wm_coll recorded, const void *sendbuf, const int *sendcounts, const int *sdispls,
+                     const MPI_Datatype *sendtypes, void *recvbuf, const int *recvcounts, const int *rdispls,
+                     const MPI_Datatype *recvtypes, MPI_Comm comm, MPI_Request *request)
 {
     double t0 = PMPI_Wtime(), bytes = 0;
     const struct wm_comm *wc;
@@ -63,19 +65,27 @@ static int alltoallw(const void *sendbuf, const int *sendcounts, const int *sdis
     else
         rc = wm_alltoallw_run(wc, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
                               recvtypes);
-    wm_entry_record(WM_ALLTOALLW, alg, bytes, t0, request);
+    wm_entry_record(recorded, alg, bytes, t0, request);
     return rc;
+}
+
+int wm_alltoallw_as(enum wm_coll recorded, const char *call, const void *sendbuf, const int *sendcounts,
+                    const int *sdispls, const MPI_Datatype *sendtypes, void *recvbuf, const int *recvcounts,
+                    const int *rdispls, const MPI_Datatype *recvtypes, MPI_Comm comm)
+{
+    int rc = wm_agree_alltoall(call, sendbuf, 0, sendcounts, MPI_DATATYPE_NULL, sendtypes, 0, recvcounts,
+                               MPI_DATATYPE_NULL, recvtypes, comm);
+    return rc != MPI_SUCCESS ? rc
+                             : alltoallw(recorded, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                                         recvtypes, comm, NULL);
 }
 
 int wm_alltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
                  void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
                  MPI_Comm comm)
 {
-    int rc = wm_agree_alltoall("MPI_Alltoallw", sendbuf, 0, sendcounts, MPI_DATATYPE_NULL, sendtypes, 0, recvcounts,
-                               MPI_DATATYPE_NULL, recvtypes, comm);
-    return rc != MPI_SUCCESS ? rc
-                             : alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
-                                         comm, NULL);
+    return wm_alltoallw_as(WM_ALLTOALLW, "MPI_Alltoallw", sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                           recvcounts, rdispls, recvtypes, comm);
 }
 
 int wm_ialltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
@@ -89,8 +99,8 @@ int wm_ialltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls
         *request = MPI_REQUEST_NULL;
         return rc;
     }
-    return alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
-                     request);
+    return alltoallw(WM_ALLTOALLW, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                     comm, request);
 }
 
 /* ---- C bindings ---- */

@@ -10,7 +10,9 @@
 #include <mpi.h>
 #include <stdlib.h>
 
+#include "coll.h"
 #include "wanmpi_internal.h"
+#include "../common/settings.h"
 
 #if MPI_VERSION >= 4
 
@@ -194,10 +196,102 @@ int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendty
                : PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
+/* One side of an all-to-all(v,w)_c as MPI_Alltoallw's arguments: per peer
+ * an int count, an int byte displacement and a datatype. A block whose
+ * count or displacement does not fit in an int becomes one element of a
+ * type made for it (the block at its displacement, from the buffer's
+ * start), freed after the call. So every rank takes the same path, whatever
+ * its own counts: a rank that sent its call to the MPI because one of its
+ * blocks is large, while the others ran ours, would wait for ever. */
+struct w_side {
+    int *counts, *displs;
+    MPI_Datatype *types, *made;
+    int nmade;
+};
+
+static void w_side_free(struct w_side *w)
+{
+    for (int i = 0; i < w->nmade; i++)
+        PMPI_Type_free(&w->made[i]);
+    free(w->counts);
+}
+
+/* displs in elements of `type` (alltoallv: types NULL) or in bytes (alltoallw) */
+static int w_side(int n, const MPI_Count *counts, const MPI_Aint *displs, MPI_Datatype type,
+                  const MPI_Datatype *types, struct w_side *w)
+{
+    char *room = malloc((sizeof(int) * 2 + sizeof(MPI_Datatype) * 2) * (size_t)(n ? n : 1));
+    *w = (struct w_side){ (int *)room, (int *)room + n, NULL, NULL, 0 };
+    if (!room)
+        return 0;
+    w->types = (MPI_Datatype *)(w->displs + n);
+    w->made = w->types + n;
+    for (int p = 0; p < n; p++) {
+        MPI_Datatype t = types ? types[p] : type;
+        MPI_Aint lb = 0, extent = 1;
+        if (!types && PMPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS)
+            return 0;
+        MPI_Count at = (MPI_Count)displs[p] * extent, count = counts[p];
+        w->types[p] = t;
+        if (fits(count) && at >= INT_MIN && at <= INT_MAX) {
+            w->counts[p] = (int)count;
+            w->displs[p] = (int)at;
+            continue;
+        }
+        MPI_Datatype block;
+        if (count < 0 || PMPI_Type_create_hindexed_c(1, &count, &at, t, &block) != MPI_SUCCESS)
+            return 0;
+        w->made[w->nmade++] = block;
+        if (PMPI_Type_commit(&block) != MPI_SUCCESS)
+            return 0;
+        w->types[p] = block;
+        w->counts[p] = 1;
+        w->displs[p] = 0;
+    }
+    return 1;
+}
+
+/* Whether an all-to-all(v)_c runs as our alltoallw: on an intracommunicator,
+ * with a separate send buffer, where the int binding would run our scheduled
+ * all-to-all (the setting alone decides: it is the same on every rank). */
+static int as_ours(MPI_Comm comm, const void *sendbuf, enum wm_coll c)
+{
+    int inter = 1;
+    const struct wm_settings *s = wm_settings();
+    return sendbuf != MPI_IN_PLACE && comm != MPI_COMM_NULL && !s->disabled &&
+           s->alg[c] == WM_ALG_SCHEDULED && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter;
+}
+
+/* Our alltoallw with both sides converted, or the MPI's own (`own`) where a
+ * side cannot be (a null array, a negative count: the MPI reports it). */
+#define W_CALL(coll, call, comm, sendbuf, recvbuf, own, ...)                                                         \
+    do {                                                                                                 \
+        int n_ = 0, rc_;                                                                                 \
+        struct w_side s_ = { 0 }, r_ = { 0 };                                                            \
+        PMPI_Comm_size(comm, &n_);                                                                       \
+        if (__VA_ARGS__)                                                                                 \
+            rc_ = wm_alltoallw_as(coll, call, sendbuf, s_.counts, s_.displs, s_.types, recvbuf, r_.counts,  \
+                                  r_.displs, r_.types, comm);                                            \
+        else                                                                                             \
+            rc_ = (own);                                                                                 \
+        w_side_free(&s_);                                                                                \
+        w_side_free(&r_);                                                                                \
+        return rc_;                                                                                      \
+    } while (0)
+
 int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
                     MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
                     MPI_Datatype recvtype, MPI_Comm comm)
 {
+    if (as_ours(comm, sendbuf, WM_ALLTOALLV) && wm_type_committed(sendtype) && wm_type_committed(recvtype))
+        W_CALL(WM_ALLTOALLV, "MPI_Alltoallv_c", comm, sendbuf, recvbuf,
+               PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                                comm),
+               sendcounts && sdispls && recvcounts && rdispls &&
+                   w_side(n_, sendcounts, sdispls, sendtype, NULL, &s_) &&
+                   w_side(n_, recvcounts, rdispls, recvtype, NULL, &r_));
+    /* Not our schedule (in place, paced, the MPI's own): the int binding where
+     * this rank's counts fit, else the MPI's _c; the MPI's own either way. */
     int n, rc, *send = room(comm, 4, &n), *recv = send ? send + 2 * n : NULL;
     if (send && recvcounts && rdispls && as_ints(recvcounts, rdispls, n, recv) &&
         (sendbuf == MPI_IN_PLACE || (sendcounts && sdispls && as_ints(sendcounts, sdispls, n, send))))
@@ -211,20 +305,20 @@ int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
     return rc;
 }
 
-/* Byte displacements: an int each, as in MPI_Alltoallw. */
+/* Byte displacements, as in MPI_Alltoallw. */
 int MPI_Alltoallw_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
                     const MPI_Datatype sendtypes[], void *recvbuf, const MPI_Count recvcounts[],
                     const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
 {
-    int n, rc, *send = room(comm, 4, &n), *recv = send ? send + 2 * n : NULL;
-    if (send && sendbuf != MPI_IN_PLACE && sendcounts && sdispls && recvcounts && rdispls &&
-        as_ints(sendcounts, sdispls, n, send) && as_ints(recvcounts, rdispls, n, recv))
-        rc = wm_alltoallw(sendbuf, send, send + n, sendtypes, recvbuf, recv, recv + n, recvtypes, comm);
-    else        /* in place too: ours would send it to the MPI's own anyway */
-        rc = PMPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
-                              comm);
-    free(send);
-    return rc;
+    if (as_ours(comm, sendbuf, WM_ALLTOALLW))
+        W_CALL(WM_ALLTOALLW, "MPI_Alltoallw_c", comm, sendbuf, recvbuf,
+               PMPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                                comm),
+               sendcounts && sdispls && sendtypes && recvcounts && rdispls && recvtypes &&
+                   w_side(n_, sendcounts, sdispls, MPI_DATATYPE_NULL, sendtypes, &s_) &&
+                   w_side(n_, recvcounts, rdispls, MPI_DATATYPE_NULL, recvtypes, &r_));
+    /* in place too: ours would send it to the MPI's own anyway */
+    return PMPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
 }
 
 #endif

@@ -149,6 +149,8 @@ struct wm_layout {
 };
 int wm_layout(MPI_Datatype type, int count, struct wm_layout *out);
 
+/* Bytes of one element of `type`, also past INT_MAX (MPI-4); -1 on an error. */
+int64_t wm_type_bytes(MPI_Datatype type);
 /* Room for `count` elements laid out like `type`; `*base` is what to free. */
 void *wm_alloc_elements(const struct wm_layout *l, int64_t count, void **base);
 /* Copies `count` elements (any datatype) from src to dst. */
@@ -158,6 +160,10 @@ int wm_op_defined(MPI_Datatype type, MPI_Op op);
 /* Whether `type` may be used in communication: predefined, or committed
  * (type_check.c); 0 for MPI_DATATYPE_NULL. */
 int wm_type_committed(MPI_Datatype type);
+/* The datatype's combiner (MPI_COMBINER_NAMED: predefined), and in *large
+ * whether it was made with large counts (its contents need the _c query);
+ * 0 on an error (type_check.c). */
+int wm_type_combiner(MPI_Datatype type, int *combiner, int *large);
 
 /* ---- blocks of the v-collectives (blocks.c) ---- */
 

@@ -21,6 +21,20 @@ int wm_layout(MPI_Datatype type, int count, struct wm_layout *l)
     return MPI_SUCCESS;
 }
 
+int64_t wm_type_bytes(MPI_Datatype type)
+{
+    int size = 0;
+    if (PMPI_Type_size(type, &size) != MPI_SUCCESS)
+        return -1;
+#if MPI_VERSION >= 4
+    if (size == MPI_UNDEFINED) {        /* more than INT_MAX bytes: a type made for a large-count call */
+        MPI_Count large = 0;
+        return PMPI_Type_size_c(type, &large) == MPI_SUCCESS ? (int64_t)large : -1;
+    }
+#endif
+    return size < 0 ? -1 : size;
+}
+
 void *wm_alloc_elements(const struct wm_layout *l, int64_t count, void **base)
 {
     size_t bytes = count > 0 ? (size_t)l->true_extent + (size_t)(count - 1) * (size_t)l->extent : 1;

@@ -5,6 +5,7 @@
  * size times (contiguous, vector, indexed, subarray, darray, resized, dup:
  * only the layout differs); a struct concatenates its blocks'. */
 #include "signature.h"
+#include "coll.h"
 
 #include <stdlib.h>
 
@@ -78,8 +79,9 @@ static int sig_of_contents(MPI_Datatype type, int ni, int na, int nd, int combin
 
 static int sig_of_type(MPI_Datatype type, struct wm_sig *sig, int depth)
 {
-    int ni, na, nd, combiner, size = 0;
-    if (depth > 64 || PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS)
+    int ni, na, nd, combiner, large, size = 0;
+    if (depth > 64 || !wm_type_combiner(type, &combiner, &large) || large ||
+        PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS)
         return 0;
     if (combiner == MPI_COMBINER_NAMED) {
         char name[MPI_MAX_OBJECT_NAME] = "";

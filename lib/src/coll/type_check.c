@@ -28,10 +28,29 @@ static MPI_Comm quiet_self(void)
     return c;
 }
 
+int wm_type_combiner(MPI_Datatype type, int *combiner, int *large)
+{
+    *large = 0;
+    if (type == MPI_DATATYPE_NULL)
+        return 0;
+#if MPI_VERSION >= 4 && !defined(OPEN_MPI)
+    /* MPICH refuses the int query (an error, fatal by default) for a type made
+     * with large counts (MPI_Type_create_hindexed_c: api_large.c makes them) */
+    MPI_Count ni, na, nl, nd;
+    if (PMPI_Type_get_envelope_c(type, &ni, &na, &nl, &nd, combiner) != MPI_SUCCESS)
+        return 0;
+    *large = nl > 0;
+    return 1;
+#else
+    int ni, na, nd;
+    return PMPI_Type_get_envelope(type, &ni, &na, &nd, combiner) == MPI_SUCCESS;
+#endif
+}
+
 int wm_type_committed(MPI_Datatype type)
 {
-    int ni, na, nd, combiner;
-    if (type == MPI_DATATYPE_NULL || PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS)
+    int combiner, large;
+    if (!wm_type_combiner(type, &combiner, &large))
         return 0;
     if (combiner == MPI_COMBINER_NAMED)
         return 1;

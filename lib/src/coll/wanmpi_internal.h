@@ -4,6 +4,8 @@
 
 #include <mpi.h>
 
+#include "../common/settings.h"    /* enum wm_coll */
+
 int wm_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 int wm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 int wm_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
@@ -56,6 +58,11 @@ int wm_ialltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls
                   MPI_Request *request);
 
 /* api_alltoallw.c */
+/* The same, counted in the statistics as `recorded`, `call` naming it in
+ * the argument check's messages (api_large.c's MPI_Alltoallv_c). */
+int wm_alltoallw_as(enum wm_coll recorded, const char *call, const void *sendbuf, const int *sendcounts,
+                    const int *sdispls, const MPI_Datatype *sendtypes, void *recvbuf, const int *recvcounts,
+                    const int *rdispls, const MPI_Datatype *recvtypes, MPI_Comm comm);
 int wm_alltoallw(const void *sendbuf, const int *sendcounts, const int *sdispls, const MPI_Datatype *sendtypes,
                  void *recvbuf, const int *recvcounts, const int *rdispls, const MPI_Datatype *recvtypes,
                  MPI_Comm comm);
