@@ -2,7 +2,8 @@
 clusters: how it is launched, what it preloads, the relays it goes through,
 and what TCP did and needs on its nodes.
 
-  launch.py     registered launchers (Open MPI, MPICH), Job, run_job
+  launch.py     Job, run_job (re-exports launchers.py's names)
+  launchers.py  registered launchers (Open MPI 4.1 and 5, MPICH)
   placement.py  the node of every rank (--map)
   programs.py   the program: where it is, which MPI it is built with
   mpi4py.py     Python programs: which MPIs their mpi4py is built for
