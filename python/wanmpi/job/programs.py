@@ -3,8 +3,10 @@ which registered MPI it is built with (by the libmpi sonames it needs)."""
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -59,25 +61,38 @@ def libmpi_files(binary: str) -> set[str]:
     return {os.path.realpath(m) for m in re.findall(r"^\s*libmpi\S* => (/\S+)", out, re.M)}
 
 
-@functools.cache
-def wrapper_libraries(mpicc: Path, soname: str) -> frozenset[str]:
-    """The libmpi files (real paths) an Open MPI compiler wrapper links
-    programs with (`--showme:libdirs`); empty for a wrapper that does not say."""
+def _wrapper_says(mpicc: Path, option: str) -> str:
     try:
-        dirs = shell.run([str(mpicc), "--showme:libdirs"], check=False).stdout.split()
+        done = shell.run([str(mpicc), option], check=False)
     except (OSError, shell.CommandError):
-        return frozenset()
-    return frozenset(os.path.realpath(os.path.join(d, name)) for d in dirs for name in (soname, "libmpi.so")
-                     if os.path.exists(os.path.join(d, name)))
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+@functools.cache
+def wrapper_libraries(mpicc: Path) -> frozenset[str]:
+    """The libmpi* files (real paths: libmpi, and its Fortran libraries as
+    Intel's libmpifort.so.12) in the directories a compiler wrapper links
+    programs from: Open MPI's `--showme:libdirs`, else the -L directories of
+    `-show` (MPICH, Intel MPI: both libmpi.so.12); empty for a wrapper that
+    does not say."""
+    dirs = _wrapper_says(mpicc, "--showme:libdirs").split()
+    if not dirs:
+        try:
+            dirs = [a[2:] for a in shlex.split(_wrapper_says(mpicc, "-show")) if a.startswith("-L")]
+        except ValueError:          # unbalanced quotes: says nothing we can read
+            dirs = []
+    return frozenset(os.path.realpath(f) for d in dirs for f in glob.glob(os.path.join(glob.escape(d), "libmpi*.so*")))
 
 
 def narrowed(program: str, mpis: list[str]) -> list[str]:
     """Of several MPIs whose libmpi has one soname (Open MPI 4.1 and 5:
-    libmpi.so.40), those whose library the program loads, where that can be
-    told (several where two registered MPIs are one: a site MPI installed
-    beside the built-in one with the same mpicc); else `mpis` as they are."""
+    libmpi.so.40; MPICH and Intel MPI: libmpi.so.12), those whose library
+    the program loads, where that can be told (several where two registered
+    MPIs are one: a site MPI installed beside the built-in one with the same
+    mpicc); else `mpis` as they are."""
     if len(mpis) < 2:
         return mpis
     files = libmpi_files(program)
-    loads = [m for m in mpis if files & wrapper_libraries(Launcher.registry[m].mpicc, Launcher.registry[m].library)]
+    loads = [m for m in mpis if files & wrapper_libraries(Launcher.registry[m].mpicc)]
     return loads or mpis
