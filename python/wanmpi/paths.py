@@ -64,6 +64,9 @@ MPICH_BIN = Path(os.environ.get("WANMPI_MPICH_BIN", _installed_bin("mpich", VENV
 # Open MPI 5 from PyPI, in a venv of its own beside the project's (`make openmpi5`).
 _OPENMPI5_VENV = REPO / ".venv-openmpi5" if REPO is not None else PREFIX / "lib" / "wanmpi" / "venv-openmpi5"
 OPENMPI5_BIN = Path(os.environ.get("WANMPI_OPENMPI5_BIN", _installed_bin("openmpi5", _OPENMPI5_VENV / "bin")))
+# Intel MPI from PyPI (impi-rt, impi-devel), in a venv of its own too (`make intelmpi`).
+_INTELMPI_VENV = REPO / ".venv-intelmpi" if REPO is not None else PREFIX / "lib" / "wanmpi" / "venv-intelmpi"
+INTELMPI_BIN = Path(os.environ.get("WANMPI_INTELMPI_BIN", _installed_bin("intelmpi", _INTELMPI_VENV / "bin")))
 
 # libwanmpi, one build per MPI (`make lib`): libwanmpi-openmpi.so, libwanmpi-mpich.so.
 # On real clusters the nodes must see it at the same path (a shared file system).

@@ -32,7 +32,7 @@ from .. import install, paths, shell
 from ..testbed import net
 from ..topo import Node, Topology
 from . import host_check, libwanmpi, processes, relays, remote_shell, standing_relays
-from .launchers import (LaunchError, Launcher, MPICH, OpenMPI, OpenMPI5,  # noqa: F401 (re-exported)
+from .launchers import (IntelMPI, LaunchError, Launcher, MPICH, OpenMPI, OpenMPI5,  # noqa: F401 (re-exported)
                         defaults, launcher)
 
 EXIT_TIMEOUT = 124
