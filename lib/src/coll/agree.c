@@ -138,8 +138,8 @@ static int report(const struct agreement *a, int class, const char *what)
     fatal = fatal || handler == MPI_ERRORS_ABORT;
 #endif
     if (fatal)
-        fprintf(stderr, "wanmpi: %s on a communicator of %d ranks (rank %d): %s (WANMPI_CHECK=1)\n", a->call,
-                a->size, a->rank, what);
+        fprintf(stderr, "wanmpi: %s on a communicator of %d ranks (rank %d): %s (WANMPI_CHECK=%s)\n", a->call,
+                a->size, a->rank, what, wm_settings()->check == WM_CHECK_ALL ? "all" : "1");
     if (handler != MPI_ERRHANDLER_NULL && !fatal && handler != MPI_ERRORS_RETURN)
         PMPI_Errhandler_free(&handler);
     PMPI_Comm_call_errhandler(a->comm, class);
