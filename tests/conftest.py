@@ -25,13 +25,37 @@ from wanmpi.testbed import emulator, net
 
 REPO = paths.REPO
 WANMPI = [sys.executable, "-m", "wanmpi"]
-MPIS = launch.defaults()        # openmpi5: tests/test_openmpi5.py (issue 19)
+
+
+def installed(mpi: str):
+    """An MPI as a test parameter, skipped where it is not installed (with
+    what installs it: `make test` installs every one)."""
+    missing = launch.launcher(mpi).missing()
+    return pytest.param(mpi, marks=pytest.mark.skipif(missing is not None, reason=f"{missing}"))
+
+
+# The MPIs of the tests. EVERY_MPI (every registered one: Open MPI 4.1, MPICH,
+# Open MPI 5, Intel MPI) for the core tests: the randomized exact collectives,
+# relays, pacing, launch and cleanup, mpi4py. MPIS for the others: the
+# default MPIs (Open MPI 4.1 and MPICH), or every one with
+# WANMPI_TEST_MPIS=all (`make test-all`, the complete set; docs/testing.md).
+EVERY_MPI = [installed(m) for m in launch.Launcher.registry]
+MPI_NAMES = list(launch.Launcher.registry) if os.environ.get("WANMPI_TEST_MPIS") == "all" else launch.defaults()
+MPIS = [installed(m) for m in MPI_NAMES]
 
 
 def wanmpi(*args: str, timeout: float = 300, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
     """Run the wanmpi command; its output is captured as text."""
     return subprocess.run([*WANMPI, *args], capture_output=True, text=True, timeout=timeout,
                           cwd=REPO, env={**os.environ, **(env or {})}, **kwargs)
+
+
+def exact_reductions(mpi: str) -> list[str]:
+    """`wanmpi run` options that keep an MPI's own reductions exact, the
+    reference of the exact tests: Open MPI's AVX op component saturates 8-
+    and 16-bit integer sums instead of wrapping (open-mpi/ompi#8045; 4.1.4
+    and 5.0.11 alike, docs/testing.md "Bugs of the MPIs")."""
+    return ["-x", "OMPI_MCA_op=^avx"] if launch.launcher(mpi).mpiabi == "openmpi" else []
 
 
 def program(mpi: str, name: str) -> str:

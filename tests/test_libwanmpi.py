@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import MPIS, bring_up, program, wanmpi
+from conftest import EVERY_MPI, MPIS, bring_up, exact_reductions, program, wanmpi
 from wanmpi.testbed import net
 
 THREE = "examples/three-clusters.toml"
@@ -37,16 +37,13 @@ def run(mpi, prog, *args, ranks=8, map=None, env=(), topology=None, timeout=600)
         cmd += ["--map", map]
     if topology:
         cmd += ["--topology", topology]
-    if mpi == "openmpi":
-        # Open MPI 4.1's AVX sums saturate 8-bit integers (open-mpi/ompi#8045):
-        # keep its reference honest
-        env = [*env, "OMPI_MCA_op=^avx"]
+    cmd += exact_reductions(mpi)
     for e in env:
         cmd += ["-x", e]
     return wanmpi(*cmd, program(mpi, prog), *args, timeout=timeout)
 
 
-@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("mpi", EVERY_MPI)
 @pytest.mark.parametrize("placement", ["block", "interleave"])
 def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
     env = [f"WANMPI_STATS={tmp_path}/stats-%r.json", *ROOTED_OURS]
@@ -75,7 +72,7 @@ def test_every_collective_is_exact(two_clusters, tmp_path, mpi, placement):
         assert placement == "interleave" or calls(scans, coll, "multilane") > 0, f"{coll} never took our path"
 
 
-@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("mpi", EVERY_MPI)
 @pytest.mark.parametrize("seed, cases, max_bytes, env", [
     ("31", "80", "2000000", ROOTED_OURS),
     # every size through our schedules, in 1 KB chunks over 3 lanes

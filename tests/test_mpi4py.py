@@ -12,19 +12,19 @@ import sys
 
 import pytest
 
-from conftest import MPIS, REPO, wanmpi
+from conftest import EVERY_MPI, MPIS, REPO, exact_reductions, wanmpi
 from test_libwanmpi import calls, stats
 
 CHECK = str(REPO / "tests" / "programs" / "mpi4py_check.py")
-LIBRARY = {"openmpi": "Open MPI v4.1", "mpich": "MPICH Version:      5."}
+LIBRARY = {"openmpi": "Open MPI v4.1", "mpich": "MPICH Version:      5.", "openmpi5": "Open MPI v5.0",
+           "intelmpi": "Intel(R) MPI Library 2021"}
 WRAPPED = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "alltoall", "reduce_scatter_block", "barrier",
            "gather", "gatherv", "scatter", "scatterv", "scan", "exscan")
 
 
 def check(mpi: str, mode: str, *options: str) -> tuple[dict, str]:
     """Run mpi4py_check.py with 8 ranks; its result line and the whole output."""
-    avx = ["-x", "OMPI_MCA_op=^avx"] if mpi == "openmpi" else []   # see test_libwanmpi.run
-    done = wanmpi("run", "--mpi", mpi, "-n", "8", "--timeout", "400", *avx, *options, sys.executable, CHECK, mode,
+    done = wanmpi("run", "--mpi", mpi, "-n", "8", "--timeout", "400", *exact_reductions(mpi), *options, sys.executable, CHECK, mode,
                   timeout=450)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")]
@@ -33,7 +33,7 @@ def check(mpi: str, mode: str, *options: str) -> tuple[dict, str]:
     return rows[0], done.stdout
 
 
-@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("mpi", EVERY_MPI)
 def test_buffer_api_is_exact_and_every_call_reaches_libwanmpi(two_clusters, mpi, tmp_path):
     row, _ = check(mpi, "buffer", "-x", f"WANMPI_STATS={tmp_path}/stats-%r.json")
     ranks = stats(tmp_path)
@@ -46,7 +46,7 @@ def test_buffer_api_is_exact_and_every_call_reaches_libwanmpi(two_clusters, mpi,
     assert calls(ranks, "alltoall", "scheduled") == 8 * ranks[0]["collectives"]["alltoall"]["calls"]
 
 
-@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("mpi", EVERY_MPI)
 @pytest.mark.parametrize("with_wanmpi", [True, False], ids=["wanmpi", "mpi-alone"])
 def test_pickle_api_is_exact_with_the_launchers_mpi(two_clusters, mpi, with_wanmpi, tmp_path):
     options = ["-x", f"WANMPI_STATS={tmp_path}/stats-%r.json"] if with_wanmpi else ["--no-wanmpi"]

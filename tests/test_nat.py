@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MPIS, bring_up, program, wanmpi
+from conftest import MPIS, bring_up, exact_reductions, program, wanmpi
 from wanmpi import paths
 from wanmpi.testbed import net, ssh
 
@@ -26,7 +26,7 @@ def regions():
 
 
 def run(mpi: str, t, *args: str, timeout: float = 240):
-    extra = ["-x", "OMPI_MCA_op=^avx"] if mpi == "openmpi" else []  # open-mpi/ompi#8045
+    extra = exact_reductions(mpi)
     return wanmpi("run", "--mpi", mpi, "-t", t.source, "-n", "4", "--timeout", str(timeout - 60),
                   *extra, *args, timeout=timeout)
 

@@ -2,11 +2,12 @@
 as a third MPI, `--mpi openmpi5`, on the testbed: launched by PRRTE through the
 testbed's agent, TCP only over the emulated network, with and without
 libwanmpi; its programs told apart from Open MPI 4.1's, which share the
-soname libmpi.so.40 (issue 19, item 1)."""
+soname libmpi.so.40 (issue 19, item 1). The core tests run over it too
+(conftest.EVERY_MPI: collcheck with libwanmpi, relays, pacing, launch and
+cleanup, mpi4py)."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 
@@ -24,21 +25,6 @@ def collcheck(tmp_path, placement: str, *extra: str):
     return wanmpi("run", "--mpi", "openmpi5", "-n", "8", "--map", placement, "--timeout", "240",
                   "-x", f"WANMPI_STATS={tmp_path}/stats-%r.json", *extra,
                   program("openmpi5", "collcheck"), "--seed", "7", "--cases", "60", timeout=300)
-
-
-@pytest.mark.parametrize("placement", ["block", "interleave"])
-def test_collectives_exact_with_libwanmpi(two_clusters, tmp_path, placement):
-    """collcheck's 60 cases (every collective libwanmpi replaces, checked
-    against PMPI and its own computation) under Open MPI 5 with libwanmpi
-    preloaded, and libwanmpi really took calls (its statistics)."""
-    done = collcheck(tmp_path, placement)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "collcheck: 60 cases ok (seed 7)" in done.stdout.splitlines(), done.stdout
-    ranks = [json.loads(open(f).read()) for f in sorted(glob.glob(os.path.join(tmp_path, "stats-*.json")))]
-    assert len(ranks) == 8
-    ours = sum(c.get("multilane", 0) + c.get("singlelane", 0) for r in ranks for c in r["collectives"].values())
-    assert ours > 0, ranks[0]
-    assert all(r["pacing"]["shim"] for r in ranks)
 
 
 def test_collectives_exact_without_libwanmpi(two_clusters, tmp_path):

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MPIS, wanmpi
+from conftest import EVERY_MPI, MPIS, wanmpi
 from test_libwanmpi import calls, run, stats
 
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
 
-@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("mpi", EVERY_MPI)
 def test_attributes_pace_exactly_the_wan_sockets_and_refuse_bad_values(two_clusters, mpi):
     # start paced (the topology's [pacing] mode = "fixed" would do the same)
     done = run(mpi, "pacecheck", env=["WANMPI_PACING_RATE=2000000"])
@@ -104,7 +104,7 @@ def test_paced_alltoall_leaves_an_algorithm_the_job_chose(two_clusters):
     assert "algorithm is scattered" not in done.stderr
 
 
-@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("mpi", EVERY_MPI)
 @pytest.mark.parametrize("rate", ["auto", "off"])
 def test_paced_allreduce_is_exact_and_puts_the_rates_back(two_clusters, tmp_path, mpi, rate):
     """The multi-lane allreduce paces its ring and WAN sockets while it runs

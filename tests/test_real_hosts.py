@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import MPIS, is_ssh_session, program, namespace_processes, wan_counters, wanmpi
+from conftest import EVERY_MPI, is_ssh_session, program, namespace_processes, wan_counters, wanmpi
 from wanmpi import paths, topo
 from wanmpi.testbed import net, ssh
 
@@ -46,7 +46,7 @@ def test_ssh_reaches_every_node_with_its_own_hostname(two_clusters, real_sites):
         assert done.returncode == 0 and done.stdout.strip() == node.name, done.stderr
 
 
-@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("mpi", EVERY_MPI)
 def test_job_on_real_hosts_launches_over_ssh(two_clusters, real_sites, mpi):
     before = wan_counters()[("a-b", "a_to_b")]["tx_bytes"]
     launch_node = two_clusters.node("a0")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MPIS, bring_up, left_behind, program, wanmpi
+from conftest import MPI_NAMES, MPIS, bring_up, left_behind, program, wanmpi
 from wanmpi import paths, topo
 from wanmpi.job import standing_relays
 from wanmpi.testbed import net, ssh
@@ -180,7 +180,7 @@ def test_standing_relays_up_used_by_jobs_and_down(sites, tmp_path):
         for r in real.relays:
             assert Path(standing_relays.files(r.name).key).stat().st_mode & 0o777 == 0o600
         pids = sorted(Path(standing_relays.files(r.name).pid).read_text() for r in real.relays)
-        for mpi in MPIS:
+        for mpi in MPI_NAMES:
             job = on_pub0("run", "--mpi", mpi, "-t", str(standing), "-n", "2", "--map", "pub0,priv0",
                           program(mpi, "where"))
             assert job.returncode == 0, job.stdout + job.stderr

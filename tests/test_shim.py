@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import MPIS, program, wanmpi
+from conftest import EVERY_MPI, MPIS, program, wanmpi
 from wanmpi import paths, topo
 from wanmpi.job import launch, libwanmpi
 
@@ -331,7 +331,7 @@ def check_exactly_wan_sockets_paced(report: dict, tally: dict, phase: str, rate:
         assert tally[r, phase] == len(wan), f"rank {r}: the shim counts {tally[r, phase]} WAN sockets, there are {len(wan)}"
 
 
-@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("mpi", EVERY_MPI)
 def test_mpi_jobs_on_the_testbed_pace_exactly_their_other_cluster_sockets(two_clusters, mpi):
     done = wanmpi("run", "--mpi", mpi, "-n", "8", "--map", "interleave", "--timeout", "120",
                   "-x", f"WANMPI_PACING_RATE={RATE}", program(mpi, "shimpaced"), "--rate", "4000000",

@@ -1,10 +1,12 @@
 /* where: every rank reports where it runs, and the job checks a collective.
  *
- * Usage: where [--exit CODE] [--sleep SECONDS] [--bytes N]
+ * Usage: where [--exit CODE] [--sleep SECONDS] [--bytes N] [--library 1]
  * Prints "rank R of N on HOST" (rank order, from rank 0), checks an allreduce
  * of every rank's number exactly, optionally exchanges N bytes between every
  * pair of ranks (alltoall, verified), then sleeps and exits with CODE from
  * rank 0 (all other ranks exit 0). A wrong result exits with status 3.
+ * --library 1: rank 0 first prints "library: " and the first line of
+ * MPI_Get_library_version (which MPI runs a program of the standard ABI).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -14,7 +16,7 @@
 
 int main(int argc, char **argv)
 {
-    int code = 0, rank, size, len, bad = 0;
+    int code = 0, rank, size, len, bad = 0, library = 0;
     double sleep_s = 0;
     long bytes = 0;
     MPI_Init(&argc, &argv);
@@ -22,6 +24,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--exit")) code = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sleep")) sleep_s = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--bytes")) bytes = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--library")) library = atoi(argv[i + 1]);
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -51,6 +54,11 @@ int main(int argc, char **argv)
     int any_bad = 0;
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
     if (rank == 0) {
+        if (library) {
+            char version[MPI_MAX_LIBRARY_VERSION_STRING];
+            MPI_Get_library_version(version, &len);
+            printf("library: %.*s\n", (int)strcspn(version, "\n"), version);
+        }
         for (int r = 0; r < size; r++)
             printf("rank %d of %d on %s\n", r, size, all + (size_t)r * MPI_MAX_PROCESSOR_NAME);
         printf("allreduce %s\n", any_bad ? "WRONG" : "ok");

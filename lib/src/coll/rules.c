@@ -13,13 +13,41 @@
 
 #define MAX_FILE_BYTES (1 << 20)
 
-#if defined(OMPI_MAJOR_VERSION)
+#if defined(MPI_ABI_VERSION)
+#define BUILT_FOR_MPI running_mpi()         /* the standard ABI: the MPI is known at run time */
+#elif defined(OMPI_MAJOR_VERSION)
 #define BUILT_FOR_MPI WM_RULE_OPENMPI
 #elif defined(MPICH_VERSION) && !defined(I_MPI_VERSION) && !defined(MVAPICH_VERSION) && \
     !defined(MVAPICH2_VERSION)
 #define BUILT_FOR_MPI WM_RULE_MPICH
 #else
 #define BUILT_FOR_MPI (-1)                  /* matches only rules without mpi= */
+#endif
+
+#if defined(MPI_ABI_VERSION)
+/* Which MPI implements the ABI in this process, from its library version
+ * ("MPICH Version: ..." as MPICH's own build says; Intel MPI and MVAPICH
+ * say their names first, so they are neither, as in their own builds). */
+static int abi_mpi = -1;
+static pthread_once_t abi_once = PTHREAD_ONCE_INIT;
+
+static void identify_mpi(void)
+{
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (PMPI_Get_library_version(version, &len) != MPI_SUCCESS)
+        return;
+    if (strncmp(version, "MPICH", 5) == 0)
+        abi_mpi = WM_RULE_MPICH;
+    else if (strncmp(version, "Open MPI", 8) == 0)
+        abi_mpi = WM_RULE_OPENMPI;
+}
+
+static int running_mpi(void)
+{
+    pthread_once(&abi_once, identify_mpi);
+    return abi_mpi;
+}
 #endif
 
 /* What one communicator keeps: per collective, the rules that can apply to it. */

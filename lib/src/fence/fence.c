@@ -12,14 +12,16 @@
  * on one side waiting in MPI_Waitall, every sender gone); with this barrier
  * first, 0 in 80 (docs/benchmarks.md, "MPICH: the finalize fence").
  *
- * Open MPI 4.1's MPI_Finalize already ends with a PMIx fence: nothing to do. */
+ * Open MPI 4.1's MPI_Finalize already ends with a PMIx fence: nothing to do.
+ * Built against MPI-5's standard ABI (mpi_abi.h) the MPI is known only at run
+ * time: the fence is kept (MPICH 5 is the MPI here that implements the ABI). */
 #include <mpi.h>
 
 #include "fence.h"
 
 void wm_finalize_fence(void)
 {
-#if defined(MPICH_VERSION) && !defined(OMPI_MAJOR_VERSION)
+#if (defined(MPICH_VERSION) && !defined(OMPI_MAJOR_VERSION)) || defined(MPI_ABI_VERSION)
     int initialized = 0, finalized = 0;
     PMPI_Initialized(&initialized);
     PMPI_Finalized(&finalized);

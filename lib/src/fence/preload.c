@@ -14,6 +14,7 @@ int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
+#ifndef MPI_ABI_VERSION                 /* the standard ABI is C only: no MPI_Fint */
 void mpi_finalize_(MPI_Fint *ierr)
 {
     wm_finalize_fence();
@@ -22,3 +23,4 @@ void mpi_finalize_(MPI_Fint *ierr)
         *ierr = (MPI_Fint)rc;
 }
 FORTRAN_NAMES(mpi_finalize, MPI_FINALIZE, (MPI_Fint *ierr), (ierr))
+#endif

@@ -56,7 +56,17 @@ VARIANTS = {v.name: v for v in (
     Variant("ompi-tuned", "openmpi", False, extra_args=tuple(TUNED_BEST)),
     Variant("mpich", "mpich", False),
     Variant("wanmpi-mpich", "mpich", True),
+    # Open MPI 5 (`make openmpi5`): its defaults take coll/han (priority 35 over tuned's 30)
+    Variant("ompi5", "openmpi5", False),
+    Variant("ompi5-tuned", "openmpi5", False, extra_args=("--mca", "coll_han_priority", "0", *TUNED_BEST)),
+    Variant("ompi5-adapt", "openmpi5", False, extra_args=("--mca", "coll_adapt_priority", "100")),
+    Variant("ompi5-links", "openmpi5", False, extra_args=("--mca", "btl_tcp_links", "4")),
+    Variant("wanmpi-ompi5", "openmpi5", True),
+    # Intel MPI (`make intelmpi`)
+    Variant("impi", "intelmpi", False),
+    Variant("wanmpi-impi", "intelmpi", True),
 )}
+DEFAULT_VARIANTS = ("wanmpi", "wanmpi-1lane", "ompi", "ompi-han", "ompi-tuned", "mpich", "wanmpi-mpich")
 REFERENCE = "wanmpi"
 DEFAULT_SIZES = "1K,16K,256K,1M,4M,8M"
 QUICK_SIZES = "1K,64K,1M"

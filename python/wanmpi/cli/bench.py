@@ -75,7 +75,23 @@ def coll_variants(text: str) -> list[coll.Variant]:
     if unknown or not chosen:
         raise CliError(f"--variants: unknown {', '.join(unknown) or '(none given)'} "
                        f"(known: {', '.join(coll.VARIANTS)})")
+    installed(coll.VARIANTS[n].mpi for n in chosen)
     return [coll.VARIANTS[n] for n in chosen]
+
+
+def installed_mpis(text: str) -> list[str]:
+    """--mpis: registered MPIs, each once, installed here."""
+    mpis = names("--mpis", launch.Launcher.registry, unique=True)(text)
+    installed(mpis)
+    return mpis
+
+
+def installed(mpis) -> None:
+    """Refuse MPIs that are not installed here, naming what installs them."""
+    for mpi in dict.fromkeys(mpis):
+        missing = launch.launcher(mpi).missing()
+        if missing:
+            raise CliError(missing)
 
 
 def coll_ops(text: str) -> list[str]:
@@ -97,8 +113,10 @@ def coll_sizes(text: str) -> str:
 def register_coll(suites) -> None:
     p = suites.add_parser("coll", help="WAN-aware collectives vs the MPIs' own, across sizes and delays")
     topology_option(p)
-    p.add_argument("--variants", type=coll_variants, default=",".join(coll.VARIANTS),
-                   help=f"comma-separated subset of: {', '.join(coll.VARIANTS)} (default: all)")
+    p.add_argument("--variants", type=coll_variants, default=",".join(coll.DEFAULT_VARIANTS),
+                   help=f"comma-separated subset of: {', '.join(coll.VARIANTS)} "
+                        f"(default: {','.join(coll.DEFAULT_VARIANTS)}; the others need `make openmpi5`, "
+                        "`make intelmpi`)")
     p.add_argument("--ops", type=coll_ops, default="bcast,allreduce",
                    help="operations (default: bcast,allreduce)")
     p.add_argument("--sizes", type=coll_sizes, default=coll.DEFAULT_SIZES,
@@ -387,8 +405,9 @@ def register_suite(suites) -> None:
     p.add_argument("--variants", type=names("--variants", suite.VARIANTS, unique=True),
                    default=",".join(suite.VARIANTS),
                    help=f"comma-separated subset of: {', '.join(suite.VARIANTS)} (default: every one)")
-    p.add_argument("--mpis", type=names("--mpis", suite.MPIS, unique=True), default=",".join(suite.MPIS),
-                   help=f"comma-separated subset of: {', '.join(suite.MPIS)} (default: both)")
+    p.add_argument("--mpis", type=installed_mpis, default=",".join(suite.MPIS),
+                   help=f"comma-separated subset of: {', '.join(launch.Launcher.registry)} "
+                        f"(default: {','.join(suite.MPIS)})")
     p.add_argument("--delays", type=delays_ms, default=suite.DEFAULT_DELAYS,
                    help=f"one-way WAN delays in ms (default: {suite.DEFAULT_DELAYS})")
     p.add_argument("--reps", type=count("--reps", 1), default=3, help="jobs per cell; best and median (default: 3)")

@@ -56,9 +56,7 @@ def cmd_run(args) -> int:
     program = programs.resolve_program(args.program)
     mpi = launch.launcher(args.mpi)
     needed = programs.libmpi_needed(program)
-    if abi := programs.standard_abi(needed):
-        raise CliError(f"{args.program} is built against the MPI standard ABI ({abi}, e.g. by mpicc_abi); "
-                       f"libwanmpi is built for each MPI's own ABI: build it with `wanmpi mpicc --mpi {mpi.name}`")
+    abi = standard_abi(args.program, programs.standard_abi(needed), mpi)
     others = programs.narrowed(program, programs.mpis_of(needed))
     if others and mpi.name not in others:
         raise CliError(f"{args.program} is built with {' or '.join(others)} but --mpi is {mpi.name}: "
@@ -72,7 +70,8 @@ def cmd_run(args) -> int:
         env.setdefault("WANMPI_CHECK", args.check_arguments)
     job = launch.Job(t, [program, *args.args], placement.placement(t, args.ranks, args.map), env,
                      wanmpi=args.wanmpi, use_relays=args.relays,
-                     check_hosts=args.check_hosts, rules=checked_rules(args.rules, t) if args.wanmpi else None)
+                     check_hosts=args.check_hosts, rules=checked_rules(args.rules, t) if args.wanmpi else None,
+                     abi=abi)
     if not (args.tcp_stats or args.tcp_stats_json):
         return launch.run_job(mpi, job, timeout=args.timeout)
     with tcpstats.measure(t, job.ranks) as measured:
@@ -81,6 +80,20 @@ def cmd_run(args) -> int:
     if args.tcp_stats_json:
         tcpstats.write_json(args.tcp_stats_json, measured.delta)
     return status
+
+
+def standard_abi(name: str, abi: str | None, mpi: launch.Launcher) -> bool:
+    """Whether the program is built against MPI-5's standard ABI (`abi`:
+    the library it needs, libmpi_abi.so.1); such a program runs under an
+    MPI that implements the ABI only (CliError naming those that do)."""
+    if abi is None:
+        return False
+    if mpi.standard_abi() is None:
+        having = [n for n in launch.Launcher.registry if launch.launcher(n).standard_abi() is not None]
+        hint = f"run it with --mpi {' or --mpi '.join(having)}" if having else "no MPI here has it"
+        raise CliError(f"{name} is built against the MPI standard ABI ({abi}, by mpicc_abi), which --mpi "
+                       f"{mpi.name} does not implement: {hint}")
+    return True
 
 
 def check_mpi4py(program: str, mpi: launch.Launcher, env: dict[str, str]) -> None:

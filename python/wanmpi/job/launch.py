@@ -53,6 +53,7 @@ class Job:
     use_relays: bool = True            # through the topology's relays, if it has any
     check_hosts: bool = True           # real hosts: ask each first (host_check.py)
     rules: str | None = None           # rules file for libwanmpi (None: the topology's, if any)
+    abi: bool = False                  # the program is built against MPI-5's standard ABI: libwanmpi-abi
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     @property
@@ -123,11 +124,16 @@ class Job:
             return {**self.daemon_environment(), **self.env}
         env = {**libwanmpi.environment(self.topo, self.rules, libwanmpi.running_wan_delay_us(self.topo)), **relaying,
                "WANMPI_RANK_ADDRESSES": libwanmpi.rank_addresses([n.address for n in self.ranks]), **self.env}
-        preload = [str(libwanmpi.library(mpi)), str(libwanmpi.shim_library())]
+        preload = [str(self.library(mpi)), str(libwanmpi.shim_library())]
         if self.env.get("LD_PRELOAD"):
             preload.append(self.env["LD_PRELOAD"])
         env["LD_PRELOAD"] = ":".join(preload)
         return env
+
+    def library(self, mpi: str) -> Path:
+        """The libwanmpi of the job under the MPI named `mpi`: that MPI's
+        build, or the standard ABI's for a program built against it."""
+        return libwanmpi.library("abi" if self.abi else mpi)
 
     def rank_program(self) -> list[str]:
         # On the testbed ranks run at idle priority so packet processing is never
@@ -163,13 +169,17 @@ def how_to_build(launcher: Launcher) -> str:
         else f"`make {launcher.make_target or 'lib'}`"
 
 
-def check_libraries(launcher: Launcher) -> None:
-    """libwanmpi for this MPI and libwanshim exist, and libwanmpi was built
-    for the MPI of the launcher (LaunchError naming both if not)."""
-    for library in (libwanmpi.library(launcher.name), libwanmpi.shim_library()):
+def check_libraries(launcher: Launcher, job: Job) -> None:
+    """The job's libwanmpi and libwanshim exist, and libwanmpi was built for
+    the MPI of the launcher (LaunchError naming both if not); a build for the
+    standard ABI serves any launcher whose MPI implements it (cli/run.py
+    checks that)."""
+    for library in (job.library(launcher.name), libwanmpi.shim_library()):
         if not library.exists():
-            raise LaunchError(f"{library} not found: build it with {how_to_build(launcher)}, "
-                              "or run without it (--no-wanmpi)")
+            build = "`make abi`" if job.abi else how_to_build(launcher)
+            raise LaunchError(f"{library} not found: build it with {build}, or run without it (--no-wanmpi)")
+    if job.abi:
+        return
     problem = libwanmpi.mismatch(libwanmpi.library(launcher.name), launcher.name, launcher.command_path)
     if problem:
         raise LaunchError(problem)
@@ -181,11 +191,11 @@ def run_job(launcher: Launcher, job: Job, timeout: float | None = None, stdout=N
     stdout: where the job's standard output goes (default: ours). SIGINT or
     SIGTERM while it runs stops the job (and its relays) and then raises
     KeyboardInterrupt, so the caller's own cleanup runs too."""
-    problem = launcher.missing()
+    problem = launcher.missing() or launcher.cannot_start(job)
     if problem:
         raise LaunchError(problem)
     if job.wanmpi:
-        check_libraries(launcher)
+        check_libraries(launcher, job)
     for library in launcher.preloads(job):
         if not library.exists():
             raise LaunchError(f"{library} not found: {launcher.name} jobs without libwanmpi preload it "
@@ -243,7 +253,7 @@ def _check_hosts(launcher: Launcher, job: Job) -> host_check.Pending | None:
     it can run the job (the program, and the libraries that will be preloaded)."""
     if job.emulated or not job.check_hosts:
         return None
-    libraries = [libwanmpi.library(launcher.name)] if job.wanmpi else []
+    libraries = [job.library(launcher.name)] if job.wanmpi else []
     if job.wanmpi or job.daemon_environment():
         libraries.append(libwanmpi.shim_library())
     # with 1:1 NAT only the shim's translation reaches the other cluster

