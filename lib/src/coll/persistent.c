@@ -185,7 +185,10 @@ int wm_persist_init(const struct wm_persist_args *a, MPI_Request *request)
     p->call = call;
     p->call.phase = WM_PERSIST_START;
     p->round = MPI_REQUEST_NULL;
-    rc = PMPI_Send_init(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, a->comm, &p->handle);
+    /* Not a send to MPI_PROC_NULL: Intel MPI 2021.18.1 gives the slot of
+     * such a request, once freed, to a later persistent collective of its
+     * own, which then completes at once without running (docs/intelmpi.md) */
+    rc = PMPI_Send_init(NULL, 0, MPI_BYTE, 0, 0, MPI_COMM_SELF, &p->handle);
     if (rc != MPI_SUCCESS) {
         free(a->owned);
         free(p);

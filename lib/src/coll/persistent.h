@@ -6,10 +6,11 @@
  * round.
  *
  * The handle of one of ours is a real persistent request of the MPI (a send
- * to MPI_PROC_NULL, never started): the completion calls map it to the
- * request of its round before they call the MPI (progress.c), and should it
- * reach the MPI unmapped, the MPI sees an inactive persistent request, which
- * is what an idle persistent collective is. */
+ * to this process on MPI_COMM_SELF, never started): the completion calls
+ * map it to the request of its round before they call the MPI
+ * (progress.c), and should it reach the MPI unmapped, the MPI sees an
+ * inactive persistent request, which is what an idle persistent collective
+ * is. */
 #ifndef WANMPI_PERSISTENT_H
 #define WANMPI_PERSISTENT_H
 
