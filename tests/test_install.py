@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 
 from conftest import MPIS, REPO, wanmpi
+from conftest import installed as installed_mpi
 from wanmpi import install, topo
-from wanmpi.job import libwanmpi, relays, remote_relay, standing_relays
+from wanmpi.job import launch, libwanmpi, relays, remote_relay, standing_relays
 
 VERSION = install.checkout_version(REPO)
 OPENMPI = libwanmpi.launcher_mpi(Path("/usr/bin/mpirun.openmpi"))       # "Open MPI 4.1.4", from the launcher
@@ -377,6 +378,8 @@ def test_open_mpi_5_in_a_prefix_is_launched_by_prrte():
     assert installed("openmpi", "Open MPI v5.0.11, package: Open MPI root@host Distribution").prrte
     assert not installed("openmpi", "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4").prrte
     assert not installed("mpich", "MPICH Version:      5.0.2").prrte
+    assert installed("mpich", "Intel(R) MPI Library 2021.18.1 for Linux* OS").intel
+    assert not installed("mpich", "MPICH Version:      5.0.2").intel
 
 
 def test_site_mpi_is_added_beside_the_others(prefix, two_clusters, tmp_path):
@@ -402,6 +405,29 @@ def test_site_mpi_is_added_beside_the_others(prefix, two_clusters, tmp_path):
                   timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.findall(r"rank \d+ of 4 on (\S+)", done.stdout) == ["a0", "b0", "a1", "b1"]
+
+
+@pytest.mark.parametrize("mpi", [installed_mpi("openmpi5"), installed_mpi("intelmpi")])
+def test_open_mpi_5_and_intel_mpi_are_added_to_a_prefix_and_launched_as_themselves(prefix, two_clusters, tmp_path,
+                                                                                  mpi):
+    """`make install MPICC=<the venv's mpicc> NAME=...`: the prefix's launcher
+    for it is the one of its library version (PRRTE, Intel's settings), and
+    a job runs from the prefix."""
+    site = linked_copy(prefix, tmp_path / "wanmpi")
+    mpicc = launch.launcher(mpi).mpicc
+    added = make("install", f"PREFIX={site}", f"MPICC={mpicc}", f"NAME=site-{mpi}")
+    assert added.returncode == 0, added.stdout + added.stderr
+    entry = json.loads((site / "share" / "wanmpi" / "install.json").read_text())["mpis"][-1]
+    assert entry["name"] == f"site-{mpi}" and entry["mpicc"] == str(mpicc)
+    done = hidden([site / "bin" / "wanmpi", "run", "--mpi", f"site-{mpi}", "--timeout", "120", "-n", "4",
+                   "--map", "interleave", "-x", f"WANMPI_STATS={tmp_path}/stats-%r.json",
+                   site / "libexec" / "wanmpi" / f"site-{mpi}" / "where", "--library", "1"], hide=(prefix,),
+                  timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.findall(r"rank \d+ of 4 on (\S+)", done.stdout) == ["a0", "b0", "a1", "b1"]
+    assert done.stdout.startswith({"openmpi5": "library: Open MPI v5.0",
+                                   "intelmpi": "library: Intel(R) MPI Library 2021"}[mpi]), done.stdout
+    assert sorted(p.name for p in tmp_path.glob("stats-*.json")) == [f"stats-{r}.json" for r in range(4)]
 
 
 def test_site_mpi_needs_a_prefix_of_the_same_version(prefix, tmp_path):

@@ -10,8 +10,10 @@ import re
 
 import pytest
 
-from conftest import MPIS
+from conftest import EVERY_MPI, MPIS, wanmpi
 from test_libwanmpi import calls, run, stats
+from wanmpi import paths, rules
+from wanmpi.job import launch
 
 DECISION = re.compile(r"^wanmpi\[(\d+)\]: (\w+) of (\d+) bytes: (\w+) \(rules line (\d+)\)$", re.M)
 OURS = ("bcast", "allreduce", "reduce", "allgather", "allgatherv", "reduce_scatter_block")
@@ -115,7 +117,7 @@ def test_explicit_setting_wins_over_the_rules(two_clusters, tmp_path):
     ("wanmpi-rules 1\nneighbor_alltoall mpi\n", "line 2: unknown collective 'neighbor_alltoall'"),
     ("wanmpi-rules 1\ngatherv mpi bytes=-1K\n", "line 2: gatherv rules cannot have a bytes condition"),
     ("wanmpi-rules 1\nbcast mpi ranks=8 ranks=4\n", "line 2: condition 'ranks' given twice"),
-    ("wanmpi-rules 1\nbcast mpi mpi=intel\n", "line 2: mpi=intel: expected openmpi or mpich"),
+    ("wanmpi-rules 1\nbcast mpi mpi=intel\n", "line 2: mpi=intel: expected openmpi, mpich, openmpi5 or intelmpi"),
     ("", "line 1: no rules: the file is empty"),
     (None, "cannot be read (No such file or directory)"),
 ])
@@ -153,3 +155,36 @@ def test_ranks_that_read_different_rules_agree_on_the_mpi(two_clusters, tmp_path
         for coll in ("bcast", "allreduce"):
             assert calls(ranks, coll, "mpi") == 8 * 6
             assert calls(ranks, coll, "multilane") == calls(ranks, coll, "singlelane") == 0
+
+
+def mpi_rules(this: str) -> str:
+    """bcast rules for every MPI name, ours (this) the only multilane one."""
+    others = [m for m in rules.MPIS if m != this]
+    return "wanmpi-rules 1\n" + "".join(f"bcast singlelane mpi={m}\n" for m in others) + \
+        f"bcast multilane mpi={this}\nbcast mpi\n"
+
+
+@pytest.mark.parametrize("mpi", EVERY_MPI)
+def test_mpi_condition_names_the_mpi_it_runs_under(two_clusters, tmp_path, mpi):
+    """mpi=NAME holds under the MPI `wanmpi run --mpi NAME` launches and no
+    other (Open MPI 4.1 and 5 told apart, Intel MPI apart from MPICH)."""
+    path = tmp_path / "mpis.rules"
+    path.write_text(mpi_rules(mpi))
+    done = run(mpi, "collcheck", "--seed", "24", "--cases", "20", "--max-bytes", "200000", "--only", "bcast",
+               env=[f"WANMPI_RULES={path}", "WANMPI_DEBUG=1"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    made = decisions(done.stderr)
+    assert made and {alg for _, _, alg in made} == {"multilane"}, made
+
+
+@pytest.mark.parametrize("mpi", [p for p in EVERY_MPI if launch.launcher(p.values[0]).standard_abi()])
+def test_mpi_condition_under_the_standard_abi_is_the_running_mpi(two_clusters, tmp_path, mpi):
+    """One libwanmpi for the ABI: mpi= is decided at run time."""
+    path = tmp_path / "mpis.rules"
+    path.write_text(mpi_rules(mpi))
+    done = wanmpi("run", "--mpi", mpi, "-n", "8", "--timeout", "200", "-x", f"WANMPI_RULES={path}",
+                  "-x", "WANMPI_DEBUG=1", str(paths.BUILD / "abi" / "collcheck"), "--seed", "24", "--cases", "20",
+                  "--max-bytes", "200000", "--only", "bcast", timeout=260)
+    assert done.returncode == 0, done.stdout + done.stderr
+    made = decisions(done.stderr)
+    assert made and {alg for _, _, alg in made} == {"multilane"}, made

@@ -113,7 +113,7 @@ def test_a_rules_file_reads_back_in_base_units():
     ("alltoallv mpi bytes=-1K", "line 2: an alltoallv rule may not have a bytes condition"),
     ("gatherv mpi bytes=-1K", "line 2: a gatherv rule may not have a bytes condition"),
     ("scatterv multilane bytes=1K-", "line 2: a scatterv rule may not have a bytes condition"),
-    ("bcast mpi mpi=lam", "line 2: mpi='lam': expected openmpi or mpich"),
+    ("bcast mpi mpi=lam", "line 2: mpi='lam': expected openmpi, mpich, openmpi5 or intelmpi"),
     ("bcast mpi colour=red", "line 2: 'colour=red' is not a condition"),
 ])
 def test_a_bad_line_is_named_with_the_file_and_its_number(line, problem):

@@ -79,6 +79,11 @@ class InstalledMPI:
         major = re.match(r"Open MPI v?(\d+)\.", self.library_version)
         return self.family == "openmpi" and major is not None and int(major.group(1)) >= 5
 
+    @property
+    def intel(self) -> bool:
+        """Intel MPI (MPICH's family): launched with Intel's own settings."""
+        return self.library_version.startswith("Intel(R) MPI Library")
+
 
 def short_hash(content_hash: str) -> str:
     """A content hash as people compare it: 12 hex digits, no algorithm."""

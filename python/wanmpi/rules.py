@@ -25,7 +25,7 @@ ALGORITHMS = {**{c: COLLECTIVE_ALGORITHMS for c in ("bcast", "allreduce", "reduc
                                                      "scatter", "scatterv", "scan", "exscan", "reduce_scatter")},
               **{c: ALLTOALL_ALGORITHMS for c in ("alltoall", "alltoallv")}, "alltoallw": ("scheduled", "mpi")}
 UNSIZED = ("alltoallv", "alltoallw", "gatherv", "scatterv")     # no bytes condition: their ranks see different sizes
-MPIS = ("openmpi", "mpich")
+MPIS = ("openmpi", "mpich", "openmpi5", "intelmpi")     # mpi=: the names of `wanmpi run --mpi`
 # condition -> its units (scale of each); None: a plain count; mpi is a name
 UNITS: dict[str, dict[str, int] | None] = {
     "clusters": None,
@@ -159,7 +159,7 @@ def parse_rule(line: str) -> Rule:
                              "(its ranks see different totals)")
         if name == "mpi":
             if value not in MPIS:
-                raise ValueError(f"mpi={value!r}: expected {' or '.join(MPIS)}")
+                raise ValueError(f"mpi={value!r}: expected {', '.join(MPIS[:-1])} or {MPIS[-1]}")
             mpi = value
         else:
             ranges[name] = parse_range(name, value)

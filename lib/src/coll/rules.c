@@ -15,10 +15,13 @@
 
 #if defined(MPI_ABI_VERSION)
 #define BUILT_FOR_MPI running_mpi()         /* the standard ABI: the MPI is known at run time */
+#elif defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+#define BUILT_FOR_MPI WM_RULE_OPENMPI5
 #elif defined(OMPI_MAJOR_VERSION)
 #define BUILT_FOR_MPI WM_RULE_OPENMPI
-#elif defined(MPICH_VERSION) && !defined(I_MPI_VERSION) && !defined(MVAPICH_VERSION) && \
-    !defined(MVAPICH2_VERSION)
+#elif defined(I_MPI_VERSION)
+#define BUILT_FOR_MPI WM_RULE_INTELMPI
+#elif defined(MPICH_VERSION) && !defined(MVAPICH_VERSION) && !defined(MVAPICH2_VERSION)
 #define BUILT_FOR_MPI WM_RULE_MPICH
 #else
 #define BUILT_FOR_MPI (-1)                  /* matches only rules without mpi= */
@@ -26,8 +29,8 @@
 
 #if defined(MPI_ABI_VERSION)
 /* Which MPI implements the ABI in this process, from its library version
- * ("MPICH Version: ..." as MPICH's own build says; Intel MPI and MVAPICH
- * say their names first, so they are neither, as in their own builds). */
+ * ("MPICH Version: ...", "Intel(R) MPI Library ...", "Open MPI v5.0.11");
+ * MVAPICH says its own name first: no mpi= rule applies, as in its build. */
 static int abi_mpi = -1;
 static pthread_once_t abi_once = PTHREAD_ONCE_INIT;
 
@@ -39,8 +42,10 @@ static void identify_mpi(void)
         return;
     if (strncmp(version, "MPICH", 5) == 0)
         abi_mpi = WM_RULE_MPICH;
-    else if (strncmp(version, "Open MPI", 8) == 0)
-        abi_mpi = WM_RULE_OPENMPI;
+    else if (strncmp(version, "Intel(R) MPI", 12) == 0)
+        abi_mpi = WM_RULE_INTELMPI;
+    else if (strncmp(version, "Open MPI v", 10) == 0)
+        abi_mpi = atoi(version + 10) >= 5 ? WM_RULE_OPENMPI5 : WM_RULE_OPENMPI;
 }
 
 static int running_mpi(void)

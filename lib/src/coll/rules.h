@@ -22,7 +22,8 @@ struct wm_range {
     int closed;
 };
 
-enum wm_rule_mpi { WM_RULE_ANY_MPI, WM_RULE_OPENMPI, WM_RULE_MPICH };
+/* mpi= of a rule: the names of `wanmpi run --mpi` (openmpi: Open MPI 4.x) */
+enum wm_rule_mpi { WM_RULE_ANY_MPI, WM_RULE_OPENMPI, WM_RULE_MPICH, WM_RULE_OPENMPI5, WM_RULE_INTELMPI };
 
 enum wm_condition { WM_COND_MPI, WM_COND_CLUSTERS, WM_COND_RANKS, WM_COND_DELAY, WM_COND_RATE,
                     WM_COND_BYTES, WM_NCOND };

@@ -128,13 +128,14 @@ static int condition(struct parser *p, struct wm_rule *rule, char *token)
         return fail(p, "condition '%s' given twice", token);
     rule->has |= 1u << c;
     if (c == WM_COND_MPI) {
-        if (!strcmp(value, "openmpi"))
-            rule->mpi = WM_RULE_OPENMPI;
-        else if (!strcmp(value, "mpich"))
-            rule->mpi = WM_RULE_MPICH;
-        else
-            return fail(p, "mpi=%s: expected openmpi or mpich", value);
-        return 0;
+        static const char *const mpis[] = { [WM_RULE_OPENMPI] = "openmpi", [WM_RULE_MPICH] = "mpich",
+                                            [WM_RULE_OPENMPI5] = "openmpi5", [WM_RULE_INTELMPI] = "intelmpi" };
+        for (int m = WM_RULE_OPENMPI; m <= WM_RULE_INTELMPI; m++)
+            if (!strcmp(value, mpis[m])) {
+                rule->mpi = (enum wm_rule_mpi)m;
+                return 0;
+            }
+        return fail(p, "mpi=%s: expected openmpi, mpich, openmpi5 or intelmpi", value);
     }
     if (c == WM_COND_BYTES && (rule->coll == WM_ALLTOALLV || rule->coll == WM_ALLTOALLW ||
                                rule->coll == WM_GATHERV || rule->coll == WM_SCATTERV))

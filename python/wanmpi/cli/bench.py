@@ -11,8 +11,8 @@ from typing import Callable
 from .. import units
 from ..bench import coll, flap, kernels, links, overlap, pacing, rbudp, relay, report, suite, vpn, wanem
 from ..job import launch
-from .options import (CliError, checked_rules, count, delays_ms, names, positive, quantity, ranks, rules_option,
-                      size_between, topology_for, topology_option)
+from .options import (CliError, checked_rules, count, delays_ms, installed, installed_mpis, names, positive, quantity,
+                      ranks, rules_option, size_between, topology_for, topology_option)
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 
@@ -77,21 +77,6 @@ def coll_variants(text: str) -> list[coll.Variant]:
                        f"(known: {', '.join(coll.VARIANTS)})")
     installed(coll.VARIANTS[n].mpi for n in chosen)
     return [coll.VARIANTS[n] for n in chosen]
-
-
-def installed_mpis(text: str) -> list[str]:
-    """--mpis: registered MPIs, each once, installed here."""
-    mpis = names("--mpis", launch.Launcher.registry, unique=True)(text)
-    installed(mpis)
-    return mpis
-
-
-def installed(mpis) -> None:
-    """Refuse MPIs that are not installed here, naming what installs them."""
-    for mpi in dict.fromkeys(mpis):
-        missing = launch.launcher(mpi).missing()
-        if missing:
-            raise CliError(missing)
 
 
 def coll_ops(text: str) -> list[str]:

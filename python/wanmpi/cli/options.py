@@ -143,6 +143,21 @@ def mpi_name(text: str) -> str:
     return text
 
 
+def installed_mpis(text: str) -> list[str]:
+    """--mpis: registered MPIs, each once, installed here."""
+    mpis = names("--mpis", launch.Launcher.registry, unique=True)(text)
+    installed(mpis)
+    return mpis
+
+
+def installed(mpis) -> None:
+    """Refuse MPIs that are not installed here, naming what installs them."""
+    for mpi in dict.fromkeys(mpis):
+        missing = launch.launcher(mpi).missing()
+        if missing:
+            raise CliError(missing)
+
+
 def env_setting(text: str) -> tuple[str, str]:
     """--env NAME=VALUE."""
     name, sep, value = text.partition("=")

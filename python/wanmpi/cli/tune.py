@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from ..bench import tune
-from .options import CliError, count, delays_ms, names, positive, topology_for, topology_option
+from ..job import launch
+from .options import CliError, count, delays_ms, installed_mpis, names, positive, topology_for, topology_option
 
 
 def tune_sizes(text: str) -> str:
@@ -24,8 +25,9 @@ def register(commands) -> None:
     p = commands.add_parser("tune", help="measure where wanmpi's collectives beat the MPI's own and write a "
                             "rules file (docs/tuning.md)")
     topology_option(p)
-    p.add_argument("--mpis", type=names("--mpis", tune.MPIS, unique=True), default=",".join(tune.MPIS),
-                   help=f"comma-separated subset of: {', '.join(tune.MPIS)} (default: both)")
+    p.add_argument("--mpis", type=installed_mpis, default=",".join(tune.MPIS),
+                   help=f"comma-separated subset of: {', '.join(launch.Launcher.registry)} "
+                        f"(default: {','.join(tune.MPIS)})")
     p.add_argument("--delays", type=delays_ms, default=tune.DEFAULT_DELAYS,
                    help=f"one-way WAN delays in ms (default: {tune.DEFAULT_DELAYS})")
     p.add_argument("--sizes", type=tune_sizes, default=tune.DEFAULT_SIZES,

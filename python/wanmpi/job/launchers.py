@@ -267,12 +267,15 @@ class IntelMPI(MPICH):
             argv += ["-genv", key, value]
         return argv + job.extra_args + job.rank_program()
 
+
 def _register_installed() -> None:
     """In an installed prefix, every MPI of its manifest is a launcher under
-    its NAME (`make install MPICC=... NAME=...`), with the manifest's paths;
-    one named openmpi or mpich takes the place of the built-in one."""
+    its NAME (`make install MPICC=... NAME=...`), with the manifest's paths,
+    launched as its library version says (Open MPI 5 by PRRTE, Intel MPI
+    with Intel's settings); one named openmpi or mpich takes the place of
+    the built-in one."""
     for m in paths.INSTALLED.mpis if paths.INSTALLED is not None else ():
-        base = (OpenMPI5 if m.prrte else OpenMPI) if m.family == "openmpi" else MPICH
+        base = (OpenMPI5 if m.prrte else OpenMPI) if m.family == "openmpi" else (IntelMPI if m.intel else MPICH)
         type(f"{base.__name__}_{m.name}", (base,), {"name": m.name, "command_path": m.launcher,
                                                     "mpicc": m.mpicc, "library": m.soname})
 
