@@ -422,7 +422,7 @@ def test_open_mpi_5_and_intel_mpi_are_added_to_a_prefix_and_launched_as_themselv
     done = hidden([site / "bin" / "wanmpi", "run", "--mpi", f"site-{mpi}", "--timeout", "120", "-n", "4",
                    "--map", "interleave", "-x", f"WANMPI_STATS={tmp_path}/stats-%r.json",
                    site / "libexec" / "wanmpi" / f"site-{mpi}" / "where", "--library", "1"], hide=(prefix,),
-                  timeout=240)
+                  keep=(mpicc.parent.parent,), timeout=240)          # the MPI's venv: the site's MPI
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.findall(r"rank \d+ of 4 on (\S+)", done.stdout) == ["a0", "b0", "a1", "b1"]
     assert done.stdout.startswith({"openmpi5": "library: Open MPI v5.0",

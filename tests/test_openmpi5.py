@@ -34,18 +34,6 @@ def test_collectives_exact_without_libwanmpi(two_clusters, tmp_path):
     assert not glob.glob(os.path.join(tmp_path, "stats-*.json"))       # no libwanmpi, no statistics
 
 
-def test_persistent_collectives_exact(two_clusters):
-    """Open MPI 5 has MPI-4's MPI_<coll>_init (4.1: MPIX_<coll>_init):
-    libwanmpi takes them (lib/src/common/pcoll.h); as tests/test_libwanmpi.py
-    checks for the other MPIs."""
-    done = wanmpi("run", "--mpi", "openmpi5", "-n", "8", "--map", "interleave", "--timeout", "300",
-                  "-x", "WANMPI_EXPECT_REQUEST_ERRORS=1", "-x", "WANMPI_DEBUG=1",
-                  program("openmpi5", "persistcheck"), timeout=360)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "persistcheck: 16 rounds ok" in done.stdout.splitlines(), done.stdout
-    assert "nonblocking wm_reduce_multilane: ours" in done.stderr     # the large rounds took our schedules
-
-
 def test_latency_inside_a_cluster(two_clusters):
     """Intra-cluster ping-pong near Open MPI 4.1's (7-9 us here), not 10x it
     (a launch setting such as a wrong interface or busy-polling off)."""

@@ -205,10 +205,7 @@ __thread struct wm_persist_call *wm_persist_call;
  * nonblocking calls of ours on, the engine holds it (nb.h, wm_nb_adopt). */
 static int adopt(int rc, MPI_Comm comm, MPI_Request *request)
 {
-    const struct wm_settings *s = wm_settings();
-    if (rc != MPI_SUCCESS || s->disabled || !s->nonblocking_ours)
-        return rc;
-    return wm_nb_adopt(comm, *request, request);
+    return wm_nb_adopt_call(rc, comm, request);
 }
 
 /* WANMPI_CHECK=all: a nonblocking call, or a persistent init (not its

@@ -18,6 +18,7 @@
 #include "sched.h"
 #include "../common/log.h"
 #include "../common/settings.h"
+#include "which_mpi.h"
 
 /* A persistent collective (persistent.c) goes through the nonblocking entry
  * points with this thread's `wm_persist_call` set: at its init, to choose
@@ -31,7 +32,9 @@ struct wm_persist_call {
     MPI_Info info;              /* the init's, for the MPI's own */
     enum wm_alg alg;            /* INIT: the choice made; START: the one to run */
     int64_t slot;               /* ours: the tag slot of every round */
+    int emulated;               /* INIT, the MPI's own chosen: kept by us, each start its nonblocking call */
 };
+
 extern __thread struct wm_persist_call *wm_persist_call;
 
 /* Runs an algorithm that fills a schedule (fn(s, wc, ...)): at once for a
@@ -68,7 +71,8 @@ extern __thread struct wm_persist_call *wm_persist_call;
 #ifdef WM_PMPI_INIT
 #define MPI_OWN(icall, coll, comm, request, ...)                                                 \
     (wm_persist_call && wm_persist_call->phase == WM_PERSIST_INIT                         \
-                ? WM_PMPI_INIT(coll)(__VA_ARGS__, wm_persist_call->info, request)               \
+                ? (wm_mpi_persistent_broken() ? (wm_persist_call->emulated = 1, MPI_SUCCESS)     \
+                                        : WM_PMPI_INIT(coll)(__VA_ARGS__, wm_persist_call->info, request)) \
                 : wm_entry_adopt(icall(__VA_ARGS__, request), comm, request))
 #else   /* an MPI without persistent collectives (SimGrid SMPI 3.32: MPI 3.1): api_persistent.c defines none */
 #define MPI_OWN(icall, coll, comm, request, ...) wm_entry_adopt(icall(__VA_ARGS__, request), comm, request)

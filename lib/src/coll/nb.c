@@ -105,6 +105,14 @@ int wm_nb_adopt(MPI_Comm comm, MPI_Request inner, MPI_Request *request)
     return rc;
 }
 
+int wm_nb_adopt_call(int rc, MPI_Comm comm, MPI_Request *request)
+{
+    const struct wm_settings *s = wm_settings();
+    if (rc != MPI_SUCCESS || s->disabled || !s->nonblocking_ours)
+        return rc;
+    return wm_nb_adopt(comm, *request, request);
+}
+
 /* ---- the generalized request ---- */
 
 static int query_fn(void *state, MPI_Status *status)

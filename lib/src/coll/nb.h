@@ -44,6 +44,9 @@ int wm_nb_submit(struct wm_sched *s, int rc, MPI_Request *request);
  * (so MPI_Request_free and MPI_Cancel are refused alike, and the progress
  * thread advances it too). If that fails, *request is `inner`. */
 int wm_nb_adopt(MPI_Comm comm, MPI_Request inner, MPI_Request *request);
+/* After the MPI's own nonblocking call returned rc with its request in
+ * *request: the engine holds it where nonblocking calls of ours are on. */
+int wm_nb_adopt_call(int rc, MPI_Comm comm, MPI_Request *request);
 
 /* Advances every outstanding schedule once; cheap when there is none. */
 void wm_nb_progress(void);

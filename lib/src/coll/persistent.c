@@ -5,7 +5,11 @@
  * arguments, the algorithm and a tag slot of its own, and each MPI_Start
  * runs that nonblocking schedule in that slot and remembers the round's
  * request. Inits come in the same order on every rank, starts need not
- * (MPI-4.1, 6.13): so nothing a start does depends on the order of starts. */
+ * (MPI-4.1, 6.13): so nothing a start does depends on the order of starts.
+ * Under an MPI whose persistent collectives are broken (which_mpi.h)
+ * the MPI's own choice is kept the same way, each start calling the MPI's
+ * nonblocking collective on a duplicate of the communicator made at the
+ * init (persistent_mpi.c). */
 #include "persistent.h"
 #include "entry.h"
 #include "wanmpi_internal.h"
@@ -19,6 +23,7 @@ struct wm_persist {
     MPI_Request round;          /* the current round's request; MPI_REQUEST_NULL: inactive */
     struct wm_persist_args a;
     struct wm_persist_call call;    /* the algorithm and tag slot of every round */
+    MPI_Comm own;               /* the MPI's own kept by us (call.emulated): its duplicate, else NULL */
     struct wm_persist *next;
 };
 
@@ -124,6 +129,14 @@ int wm_persist_start(MPI_Request *request, int *rc)
         *rc = refuse(p->a.comm, "MPI_Start of a persistent collective that is still active");
         return 1;
     }
+    MPI_Request round = MPI_REQUEST_NULL;
+    if (p->own != MPI_COMM_NULL) {
+        *rc = wm_persist_mpi_start(&p->a, p->own, &round);
+        pthread_mutex_lock(&lock);
+        p->round = round;
+        pthread_mutex_unlock(&lock);
+        return 1;
+    }
     struct wm_comm *wc = wm_comm_cached(p->a.comm);
     if (!wc || !wc->connected) {        /* libwanmpi let go of it at MPI_Comm_free */
         wm_warn("MPI_Start of a persistent collective of libwanmpi after MPI_Comm_free of its communicator: "
@@ -132,7 +145,6 @@ int wm_persist_start(MPI_Request *request, int *rc)
         *rc = MPI_ERR_COMM;
         return 1;
     }
-    MPI_Request round = MPI_REQUEST_NULL;
     struct wm_persist_call call = p->call;
     *rc = nonblocking(&p->a, &call, &round);
     pthread_mutex_lock(&lock);
@@ -160,6 +172,8 @@ int wm_persist_free(MPI_Request *request, int *rc)
         return 1;
     }
     *rc = PMPI_Request_free(request);
+    if (p->own != MPI_COMM_NULL)
+        PMPI_Comm_free(&p->own);
     free(p->a.owned);
     free(p);
     return 1;
@@ -174,7 +188,7 @@ int wm_persist_init(const struct wm_persist_args *a, MPI_Request *request)
     }
     struct wm_persist_call call = { .phase = WM_PERSIST_INIT, .info = a->info, .alg = WM_ALG_MPI, .slot = -1 };
     int rc = nonblocking(a, &call, request);
-    if (rc != MPI_SUCCESS || call.alg == WM_ALG_MPI) {
+    if (rc != MPI_SUCCESS || (call.alg == WM_ALG_MPI && !call.emulated)) {
         free(a->owned);                 /* the MPI's own has built its schedule */
         return rc;                      /* the MPI's own persistent request, or its error */
     }
@@ -185,11 +199,19 @@ int wm_persist_init(const struct wm_persist_args *a, MPI_Request *request)
     p->call = call;
     p->call.phase = WM_PERSIST_START;
     p->round = MPI_REQUEST_NULL;
+    p->own = MPI_COMM_NULL;
+    if (call.emulated && (rc = PMPI_Comm_dup(a->comm, &p->own)) != MPI_SUCCESS) {
+        free(a->owned);
+        free(p);
+        return rc;
+    }
     /* Not a send to MPI_PROC_NULL: Intel MPI 2021.18.1 gives the slot of
      * such a request, once freed, to a later persistent collective of its
      * own, which then completes at once without running (docs/intelmpi.md) */
     rc = PMPI_Send_init(NULL, 0, MPI_BYTE, 0, 0, MPI_COMM_SELF, &p->handle);
     if (rc != MPI_SUCCESS) {
+        if (p->own != MPI_COMM_NULL)
+            PMPI_Comm_free(&p->own);
         free(a->owned);
         free(p);
         return rc;

@@ -40,6 +40,10 @@ struct wm_persist_args {
  * a->owned is ours to free from here on, whatever it returns. */
 int wm_persist_init(const struct wm_persist_args *a, MPI_Request *request);
 
+/* A start of a persistent collective of the MPI's own that libwanmpi keeps
+ * (persistent_mpi.c): its nonblocking call on `own`, the request's duplicate. */
+int wm_persist_mpi_start(const struct wm_persist_args *a, MPI_Comm own, MPI_Request *round);
+
 /* Whether any persistent collective of ours exists (cheap). */
 int wm_persist_any(void);
 

@@ -13,47 +13,6 @@
 
 #define MAX_FILE_BYTES (1 << 20)
 
-#if defined(MPI_ABI_VERSION)
-#define BUILT_FOR_MPI running_mpi()         /* the standard ABI: the MPI is known at run time */
-#elif defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
-#define BUILT_FOR_MPI WM_RULE_OPENMPI5
-#elif defined(OMPI_MAJOR_VERSION)
-#define BUILT_FOR_MPI WM_RULE_OPENMPI
-#elif defined(I_MPI_VERSION)
-#define BUILT_FOR_MPI WM_RULE_INTELMPI
-#elif defined(MPICH_VERSION) && !defined(MVAPICH_VERSION) && !defined(MVAPICH2_VERSION)
-#define BUILT_FOR_MPI WM_RULE_MPICH
-#else
-#define BUILT_FOR_MPI (-1)                  /* matches only rules without mpi= */
-#endif
-
-#if defined(MPI_ABI_VERSION)
-/* Which MPI implements the ABI in this process, from its library version
- * ("MPICH Version: ...", "Intel(R) MPI Library ...", "Open MPI v5.0.11");
- * MVAPICH says its own name first: no mpi= rule applies, as in its build. */
-static int abi_mpi = -1;
-static pthread_once_t abi_once = PTHREAD_ONCE_INIT;
-
-static void identify_mpi(void)
-{
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    if (PMPI_Get_library_version(version, &len) != MPI_SUCCESS)
-        return;
-    if (strncmp(version, "MPICH", 5) == 0)
-        abi_mpi = WM_RULE_MPICH;
-    else if (strncmp(version, "Intel(R) MPI", 12) == 0)
-        abi_mpi = WM_RULE_INTELMPI;
-    else if (strncmp(version, "Open MPI v", 10) == 0)
-        abi_mpi = atoi(version + 10) >= 5 ? WM_RULE_OPENMPI5 : WM_RULE_OPENMPI;
-}
-
-static int running_mpi(void)
-{
-    pthread_once(&abi_once, identify_mpi);
-    return abi_mpi;
-}
-#endif
 
 /* What one communicator keeps: per collective, the rules that can apply to it. */
 struct wm_comm_rules {
@@ -145,7 +104,7 @@ static int applies(const struct wm_rule *r, const struct wm_comm *wc)
         { WM_COND_DELAY, s->wan_delay_us >= 0, (double)s->wan_delay_us },
         { WM_COND_RATE, s->wan_rate > 0, s->wan_rate },
     };
-    if ((r->has & (1u << WM_COND_MPI)) && (int)r->mpi != (int)BUILT_FOR_MPI)
+    if ((r->has & (1u << WM_COND_MPI)) && r->mpi != wm_running_mpi())
         return 0;
     for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++)
         if ((r->has & (1u << facts[i].cond)) &&

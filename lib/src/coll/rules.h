@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../common/settings.h"
+#include "which_mpi.h"
 
 /* A RANGE of docs/tuning.md: lo <= x < hi, or lo <= x <= hi when closed. */
 struct wm_range {
@@ -22,8 +23,6 @@ struct wm_range {
     int closed;
 };
 
-/* mpi= of a rule: the names of `wanmpi run --mpi` (openmpi: Open MPI 4.x) */
-enum wm_rule_mpi { WM_RULE_ANY_MPI, WM_RULE_OPENMPI, WM_RULE_MPICH, WM_RULE_OPENMPI5, WM_RULE_INTELMPI };
 
 enum wm_condition { WM_COND_MPI, WM_COND_CLUSTERS, WM_COND_RANKS, WM_COND_DELAY, WM_COND_RATE,
                     WM_COND_BYTES, WM_NCOND };
@@ -33,7 +32,7 @@ struct wm_rule {
     enum wm_alg alg;
     int line;                               /* in the file, from 1 */
     unsigned has;                           /* bit (1 << enum wm_condition) per condition given */
-    enum wm_rule_mpi mpi;
+    enum wm_mpi mpi;                        /* mpi=: holds under that MPI (which_mpi.h) */
     struct wm_range range[WM_NCOND];        /* delay in microseconds, rate in bits/s */
 };
 

@@ -128,11 +128,11 @@ static int condition(struct parser *p, struct wm_rule *rule, char *token)
         return fail(p, "condition '%s' given twice", token);
     rule->has |= 1u << c;
     if (c == WM_COND_MPI) {
-        static const char *const mpis[] = { [WM_RULE_OPENMPI] = "openmpi", [WM_RULE_MPICH] = "mpich",
-                                            [WM_RULE_OPENMPI5] = "openmpi5", [WM_RULE_INTELMPI] = "intelmpi" };
-        for (int m = WM_RULE_OPENMPI; m <= WM_RULE_INTELMPI; m++)
+        static const char *const mpis[] = { [WM_MPI_OPENMPI] = "openmpi", [WM_MPI_MPICH] = "mpich",
+                                            [WM_MPI_OPENMPI5] = "openmpi5", [WM_MPI_INTELMPI] = "intelmpi" };
+        for (int m = WM_MPI_OPENMPI; m <= WM_MPI_INTELMPI; m++)
             if (!strcmp(value, mpis[m])) {
-                rule->mpi = (enum wm_rule_mpi)m;
+                rule->mpi = (enum wm_mpi)m;
                 return 0;
             }
         return fail(p, "mpi=%s: expected openmpi, mpich, openmpi5 or intelmpi", value);
