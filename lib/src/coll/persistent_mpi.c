@@ -46,7 +46,6 @@ int wm_persist_mpi_start(const struct wm_persist_args *a, MPI_Comm own, MPI_Requ
                              a->rdispls, a->recvtypes, own, round);
         break;
     }
-    if (rc != MPI_SUCCESS)
-        PMPI_Comm_call_errhandler(a->comm, rc);      /* the user's communicator, as the MPI's own would */
-    return wm_nb_adopt_call(rc, own, round);
+    return wm_nb_adopt_call(rc, own, round);        /* an error: the MPI raised it on `own`, whose handler is the
+                                                       user's communicator's (MPI_Comm_dup copies it) */
 }
