@@ -2,12 +2,21 @@
  *
  * Usage: collbench [--ops bcast,allreduce,...] [--sizes 1K,64K,1M,...]
  *                  [--iters N] [--warmup N] [--root R] [--budget SECONDS]
+ *                  [--start barrier|clock]
  * For each operation and size (bytes, or with a K, M or G suffix: powers of 1024),
  * every iteration starts after the MPI library's own barrier (PMPI_Barrier: the
  * same start under every libwanmpi setting, so rooted calls are compared from
  * the same skew); a rank's time is from just after the barrier until its call returns, and the iteration's time is the maximum
- * over ranks (as the OSU benchmarks do). Rank 0 prints one JSON object per
- * (operation, size): {"op", "bytes", "iters", "min_s", "median_s", "max_s"}.
+ * over ranks (as the OSU benchmarks do). Ranks leave a barrier at different
+ * times, across a WAN up to a one-way delay per round apart, and a rank that
+ * left early waits for a root that left late: "start_skew_s" is the median
+ * of (last rank out - first rank out). --start clock removes it where the
+ * ranks share a clock (the simulator's; the testbed's nodes, one kernel:
+ * CLOCK_MONOTONIC): after the barrier the ranks agree on an instant ahead
+ * of all of them and each starts its call then; the time is from that
+ * instant ("late_starts": ranks that reached it too late, counted). Rank 0
+ * prints one JSON object per (operation, size): {"op", "bytes", "iters",
+ * "min_s", "median_s", "max_s", "start_skew_s", "late_starts"}.
  * The first iteration's result is checked exactly (the job fails with status
  * 3 if it is wrong). --budget stops repeating a size once its iterations have
  * taken that long (at least one timed iteration always runs).
@@ -28,6 +37,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* The clock every rank shares: simulated time under SimGrid SMPI, else the
+ * host's CLOCK_MONOTONIC (the same for every network namespace of one kernel). */
+static double shared_clock(void)
+{
+#ifdef SMPI_SHARED_MALLOC
+    return MPI_Wtime();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#endif
+}
+
+/* Sleeps (a simulated sleep under SMPI) until the shared clock reads `when`;
+ * 0 if it already had. */
+static int sleep_until(double when)
+{
+    double now = shared_clock();
+    if (now > when)
+        return 0;
+    while ((now = shared_clock()) < when) {
+        double left = when - now;
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
 
 static long parse_size(const char *s)
 {
@@ -52,7 +90,7 @@ static int usage(int rank, const char *why)
 {
     if (rank == 0)
         fprintf(stderr, "collbench: %s\nusage: collbench [--ops LIST] [--sizes LIST] [--iters N] "
-                "[--warmup N] [--root R] [--budget SECONDS]\n", why);
+                "[--warmup N] [--root R] [--budget SECONDS] [--start barrier|clock]\n", why);
     MPI_Finalize();
     return 2;
 }
@@ -274,28 +312,91 @@ static int run(const char *op, int *a, int *b, long n, int root, int rank, int s
     return 1;
 }
 
+struct options {
+    const char *ops, *sizes;
+    int iters, warmup, root, clock_start;
+    double budget;
+};
+
+/* The command line into `o`; NULL, or what is wrong with it. */
+static const char *parse_options(int argc, char **argv, int size, struct options *o)
+{
+    *o = (struct options){"bcast,allreduce", "1K,64K,1M", 5, 1, 0, 0, 1e9};
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc)
+            return "every option needs a value";
+        if (!strcmp(argv[i], "--ops")) o->ops = argv[++i];
+        else if (!strcmp(argv[i], "--sizes")) o->sizes = argv[++i];
+        else if (!strcmp(argv[i], "--iters")) o->iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup")) o->warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--root")) o->root = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--budget")) o->budget = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--start") && (!strcmp(argv[i + 1], "barrier") || !strcmp(argv[i + 1], "clock")))
+            o->clock_start = !strcmp(argv[++i], "clock");
+        else if (!strcmp(argv[i], "--start")) return "--start is barrier or clock";
+        else return "unknown option";
+    }
+    if (o->iters < 1 || o->warmup < 0 || o->root < 0 || o->root >= size || o->budget <= 0)
+        return "--iters must be >= 1, --warmup >= 0, --root a rank, --budget > 0";
+    return NULL;
+}
+
+/* The median of n values (sorts them). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct timing {
+    double worst;       /* the iteration's time: the slowest rank's */
+    double skew;        /* last rank out of the barrier - first */
+    int late;           /* ranks that reached the agreed start late (clock start) */
+    int ok;             /* this rank's result checked right (or not checked) */
+};
+
+/* One iteration of `op`: the MPI's barrier, then either each rank's call at
+ * once (its time from there) or, with `clock_start`, every call at an
+ * instant agreed ahead on the shared clock (the time from that instant). */
+static struct timing timed(const char *op, int *a, int *b, long n, int root, int rank, int size, int check,
+                           int clock_start)
+{
+    struct timing t = {0, 0, 0, 1};
+    PMPI_Barrier(MPI_COMM_WORLD);     /* the same start for every algorithm setting */
+    double out = shared_clock(), t0 = MPI_Wtime(), start = 0, edges[2] = {out, -out}, far[2];
+    int missed = 0;
+    if (clock_start) {
+        /* an instant ahead of the slowest rank by twice what agreeing took, and
+         * 1 ms more (a rank that waits for a core on an oversubscribed host) */
+        PMPI_Allreduce(edges, far, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        double agreed = shared_clock(), last;
+        PMPI_Allreduce(&agreed, &last, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        start = last + 2 * (last + far[1]) + 1e-3;
+        missed = !sleep_until(start);
+    }
+    t.ok = run(op, a, b, n, root, rank, size, check);
+    double mine = clock_start ? shared_clock() - start : MPI_Wtime() - t0;
+    PMPI_Allreduce(&mine, &t.worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (!clock_start)
+        PMPI_Allreduce(edges, far, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    t.skew = far[0] + far[1];
+    PMPI_Allreduce(&missed, &t.late, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return t;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const char *ops = "bcast,allreduce", *sizes = "1K,64K,1M";
-    int iters = 5, warmup = 1, root = 0;
-    double budget = 1e9;
-    for (int i = 1; i < argc; i++) {
-        if (i + 1 >= argc)
-            return usage(rank, "every option needs a value");
-        if (!strcmp(argv[i], "--ops")) ops = argv[++i];
-        else if (!strcmp(argv[i], "--sizes")) sizes = argv[++i];
-        else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--root")) root = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--budget")) budget = atof(argv[++i]);
-        else return usage(rank, "unknown option");
-    }
-    if (iters < 1 || warmup < 0 || root < 0 || root >= size || budget <= 0)
-        return usage(rank, "--iters must be >= 1, --warmup >= 0, --root a rank, --budget > 0");
+    struct options o;
+    const char *why = parse_options(argc, argv, size, &o);
+    if (why)
+        return usage(rank, why);
+    const char *ops = o.ops, *sizes = o.sizes;
+    int iters = o.iters, warmup = o.warmup, root = o.root, clock_start = o.clock_start;
+    double budget = o.budget;
     char *op_list = strdup(ops);
     for (char *op_save, *op = strtok_r(op_list, ",", &op_save); op; op = strtok_r(NULL, ",", &op_save)) {
         if (!known_op(op))
@@ -310,17 +411,14 @@ int main(int argc, char **argv)
                 !strcmp(op, "gather") || !strcmp(op, "scatter"))
                 n = n / size * size;
             int *a = malloc((size_t)(n + 1) * sizeof(int)), *b = malloc((size_t)(n + 1) * sizeof(int));
-            double *times = malloc((size_t)iters * sizeof(double)), spent = 0;
-            int done = 0, ok = 1;
+            double *times = malloc((size_t)iters * sizeof(double)), *skews = malloc((size_t)iters * sizeof(double));
+            double spent = 0;
+            int done = 0, late = 0;
             for (int it = 0; it < warmup + iters; it++) {
-                PMPI_Barrier(MPI_COMM_WORLD);     /* the same start for every algorithm setting */
-                double t0 = MPI_Wtime();
-                ok &= run(op, a, b, n, root, rank, size, it == 0);
-                double mine = MPI_Wtime() - t0, worst;
-                PMPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                struct timing t = timed(op, a, b, n, root, rank, size, it == 0, clock_start);
                 if (it == 0) {
                     int all_ok;
-                    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+                    PMPI_Allreduce(&t.ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
                     if (!all_ok) {
                         if (rank == 0)
                             fprintf(stderr, "collbench: %s of %ld bytes gave a wrong result\n", op, bytes);
@@ -328,22 +426,26 @@ int main(int argc, char **argv)
                     }
                 }
                 if (it >= warmup) {
-                    times[done++] = worst;
-                    spent += worst;
+                    skews[done] = t.skew;
+                    late += t.late;
+                    times[done++] = t.worst;
+                    spent += t.worst;
                     int stop = spent >= budget;
                     PMPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
                     if (stop)
                         break;
                 }
             }
-            qsort(times, (size_t)done, sizeof(double), cmp_double);
             if (rank == 0) {
+                double skew = median(skews, done);
+                qsort(times, (size_t)done, sizeof(double), cmp_double);
                 printf("{\"op\": \"%s\", \"bytes\": %ld, \"ranks\": %d, \"iters\": %d, \"min_s\": %.6f, "
-                       "\"median_s\": %.6f, \"max_s\": %.6f}\n", op, n * (long)sizeof(int), size, done,
-                       times[0], done % 2 ? times[done / 2] : (times[done / 2 - 1] + times[done / 2]) / 2,
-                       times[done - 1]);
+                       "\"median_s\": %.6f, \"max_s\": %.6f, \"start\": \"%s\", \"start_skew_s\": %.6f, "
+                       "\"late_starts\": %d}\n", op, n * (long)sizeof(int), size, done, times[0],
+                       median(times, done), times[done - 1], clock_start ? "clock" : "barrier", skew, late);
                 fflush(stdout);
             }
+            free(skews);
             free(a);
             free(b);
             free(times);

@@ -43,7 +43,7 @@ def test_bench_suite_smoke_runs_every_case_and_restores_the_testbed(two_clusters
 def test_bench_coll_runs_on_the_shared_runner_and_draws_its_plots(two_clusters, tmp_path):
     out, plots = tmp_path / "coll.json", tmp_path / "plots"
     done = wanmpi("bench", "coll", "--variants", "wanmpi,ompi", "--sizes", "64K,1M", "--delays", "0,5",
-                  "--iters", "2", "--json", str(out), "--plots", str(plots), timeout=900)
+                  "--iters", "2", "--start", "clock", "--json", str(out), "--plots", str(plots), timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["format"] == "wanmpi-bench/1" and doc["bench"] == "coll"
@@ -53,6 +53,15 @@ def test_bench_coll_runs_on_the_shared_runner_and_draws_its_plots(two_clusters, 
         (v, op, size, d) for v in ("wanmpi", "ompi") for op in ("bcast", "allreduce")
         for size in (65536, 1 << 20) for d in (0, 5)}
     assert all(r["median_s"] >= r["bound_s"] * 0.9 and r["of_bound"] > 0 for r in rows)
+    # every call started at one instant of the nodes' shared clock (of 384
+    # starts, 8 ranks x 3 iterations x 16 rows, a rank that waited for a core
+    # may reach it late, counted: a few at most); the ranks left the barrier
+    # before it apart (across 5 ms: more than 1 ms)
+    lines = [(c["delay_ms"], row) for c in doc["cases"] for row in c["metrics"]["rows"]]
+    assert doc["settings"]["start"] == "clock" and len(lines) == 16
+    assert all(row["start"] == "clock" for _, row in lines), lines
+    assert sum(row["late_starts"] for _, row in lines) <= 4, lines
+    assert all(row["start_skew_s"] > 0.001 for d, row in lines if d == 5), lines
     assert {p.name for p in plots.glob("*.png")} == {"coll-bcast.png", "coll-allreduce.png"}
     assert "speed-up of wanmpi" in done.stdout
     assert all(v["delay_us"] == 10_000 for v in emulator.settings().values())   # the topology's delay is back

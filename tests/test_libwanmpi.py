@@ -293,15 +293,25 @@ def test_three_clusters_allreduce_flows_fit_every_receiver_and_link(three_cluste
 
 
 @pytest.mark.parametrize("mpi", MPIS)
-def test_three_clusters_chained_and_homed_pieces_are_exact(three_clusters, mpi):
-    """The broadcast chain through every cluster and the homed allreduce
-    (pieces combined in one cluster each) in many small pieces, with more
-    ranks than nodes (clusters of 4, 3 and 4 ranks) and two lanes."""
+@pytest.mark.parametrize("delay_us, bcast, allreduce", [("0", "in a chain", "homed"),
+                                                        ("1000000", "in a star", "exchange")])
+def test_three_clusters_chained_and_homed_pieces_are_exact(three_clusters, mpi, delay_us, bcast, allreduce):
+    """The broadcast through every cluster in turn (a chain) or from the
+    root's cluster to each (a star), the allreduce homed (pieces combined in
+    one cluster each) or exchanged, in many small pieces, with more ranks than
+    nodes (clusters of 4, 3 and 4 ranks) and two lanes. The WAN delay libwanmpi
+    is told decides: none, the chain and homed; a second, the star and the
+    exchange, at every size."""
     done = run(mpi, "collcheck", "--seed", "23", "--cases", "60", "--max-bytes", "300000",
                topology=THREE, ranks=11,
-               env=["WANMPI_CHUNK=1024", "WANMPI_SMALL=0", "WANMPI_LANES=2"])
+               env=["WANMPI_CHUNK=1024", "WANMPI_SMALL=0", "WANMPI_LANES=2", f"WANMPI_WAN_DELAY={delay_us}",
+                    "WANMPI_DEBUG=2"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "collcheck: 60 cases ok" in done.stdout
+    assert f"bcast: " in done.stderr and "allreduce: " in done.stderr, done.stderr[-2000:]
+    for op, chosen in (("bcast", bcast), ("allreduce", allreduce)):
+        seen = set(re.findall(rf"wanmpi\[\d+\]: {op}: \d+ bytes, (.+)", done.stderr))
+        assert seen == {f"clusters {chosen}" if op == "bcast" else chosen}, (op, seen)
 
 
 @pytest.mark.parametrize("mpi", MPIS)

@@ -13,7 +13,7 @@ import pytest
 
 from wanmpi import topo
 from wanmpi.cli.main import main
-from wanmpi.sim import platform
+from wanmpi.sim import platform, sweep
 from wanmpi.topo import TopologyError
 
 from conftest import REPO
@@ -83,7 +83,7 @@ def check_platform(t: topo.Topology) -> None:
         assert [f"{x.get('prefix')}{i}" for i in range(len(c.nodes))] == [n.name for n in c.nodes]
         assert bandwidth(x.get("bw")) == c.nic_bps
         assert x.get("sharing_policy") == "SPLITDUPLEX" and x.get("router_id") == c.router
-        assert x.get("bb_sharing_policy") == "FATPIPE" and bandwidth(x.get("bb_bw")) == 100 * c.nic_bps
+        assert x.get("bb_bw") is None          # no backbone: a non-blocking switch
     links = {l.get("id"): l for l in zone.findall("link")}
     assert set(links) == {f"wan-{l.name}" for l in t.links}
     for l in t.links:
@@ -274,3 +274,134 @@ def test_smpi_is_kernel_without_libwanmpi_is_smpis_own(tmp_path):
     document = simulated_is(tmp_path, "--no-wanmpi")
     assert document["summary"][0]["variant"] == "mpich"
     assert "wanmpi_stats" not in document["cases"][0]["metrics"]
+
+
+# ---- the sweep (wanmpi sim --sweep) ---------------------------------------------------------
+SPEC = """
+ops = ["bcast", "allreduce"]
+bytes = ["64KiB", "1MiB"]
+timeout = "300s"
+[topologies]
+2 = "{two}"
+3 = "{three}"
+[base]
+sites = 2
+nodes_per_cluster = 2
+nic_rate = "10Gbit"
+wan_rate = "100Gbit"
+delay = "10ms"
+[axes]
+sites = [3]
+delay = ["10ms", "30ms"]
+[settings.singlelane]
+WANMPI_BCAST = "singlelane"
+WANMPI_ALLREDUCE = "singlelane"
+"""
+
+
+def spec_file(tmp_path, text: str = SPEC, **replace_: str):
+    text = text.format(two=TWO, three=THREE)
+    for old, new in replace_.items():
+        text = text.replace(old, new)
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+def test_sweep_points_vary_one_factor_at_a_time(tmp_path):
+    spec = sweep.load_spec(spec_file(tmp_path))
+    base = sweep.Point(2, 2, 10_000_000_000, 100_000_000_000, 10_000)
+    # the base, then each axis value with the rest at the base; 10 ms is the base again, once
+    assert spec.points == (base, replace(base, sites=3), replace(base, delay_us=30_000))
+    assert (spec.ops, spec.sizes, spec.selectors, spec.timeout_s) == (("bcast", "allreduce"), (65536, 1 << 20),
+                                                                      ("mpich", "ompi"), 300.0)
+    assert [len(spec.topologies[s].clusters) for s in (2, 3)] == [2, 3]
+    assert spec.settings == {"wanmpi-singlelane": {"WANMPI_BCAST": "singlelane", "WANMPI_ALLREDUCE": "singlelane"}}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({'timeout = "300s"': 'timeout = "5min"'}, "timeout: '5min': unknown unit 'min'"),
+    ({'nic_rate = "10Gbit"': 'nic_rate = "fast"'}, "base.nic_rate: 'fast': cannot read 'fast' as a rate"),
+    ({"sites = [3]": "sites = [5]"}, "[topologies] has no file for 5 sites"),
+    ({"sites = [3]": "sites = [1]"}, "axes.sites: 1: a number of sites, 2 or more"),
+    ({"sites = [3]": "nodes = [3]"}, "[axes]: unknown axis in delay, nodes"),
+    ({'ops = ["bcast", "allreduce"]': 'ops = ["gather"]'}, "ops: 'gather' is not one of bcast, allreduce, alltoall"),
+    ({"delay = \"10ms\"\n[axes]": "[axes]"}, "[base] must set exactly"),
+    ({"3 = \"": "3 = \"/nonexistent/x.toml\" #"}, "topologies.3:"),
+    ({"[axes]": "frequency = 3\n[axes]"}, None),
+    ({"WANMPI_BCAST": "BCAST"}, "settings.singlelane.BCAST: expected WANMPI_<NAME>"),
+    ({"[settings.singlelane]": "[settings.Single]"}, "settings.Single: expected a table of WANMPI_* variables"),
+])
+def test_a_bad_sweep_spec_is_refused_naming_the_key(tmp_path, capsys, change, message):
+    path = spec_file(tmp_path, **change)
+    if message is None:         # a key outside [base]/[axes] that TOML puts into [base]
+        message = "[base] must set exactly"
+    assert main(["sim", "--sweep", str(path), "--json", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and message in err, err
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_spec_whose_topology_has_other_sites_is_refused(tmp_path, capsys):
+    path = spec_file(tmp_path, **{'3 = "': '3 = "' + str(TWO) + '" #'})
+    assert main(["sim", "--sweep", str(path)]) == 2
+    assert "topologies.3: " in capsys.readouterr().err
+
+
+def test_a_sweep_runs_every_point_and_variant_exactly(tmp_path):
+    """Three points x (ours, ours single-lane, MPICH's and Open MPI's
+    algorithms alone), each result checked by collbench; the summary has
+    every point, op and size, above the bound; three sites at 10 ms with
+    64 KiB: ours one WAN delay (the star of clusters, the exchange), where a
+    chain through the clusters takes two."""
+    out = tmp_path / "s.json"
+    assert main(["sim", "--sweep", str(spec_file(tmp_path)), "--jobs", "2", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert document["bench"] == "sim-sweep" and document["counts"] == {"cases": 12, "ok": 12, "failed": 0}
+    single = [c for c in document["cases"] if c["variant"] == "wanmpi-singlelane"]
+    assert len(single) == 3
+    for c in single:          # the settings reached libwanmpi: every call of both ops single-lane
+        ops = c["metrics"]["wanmpi_stats"]["collectives"]
+        assert ops["bcast"]["singlelane"] == ops["bcast"]["calls"] == 4, ops
+        assert ops["allreduce"]["singlelane"] == ops["allreduce"]["calls"] == 4, ops
+    rows = document["summary"]
+    assert len(rows) == 3 * 2 * 2
+    for row in rows:
+        for v in ("wanmpi", "wanmpi-singlelane", "mpich", "ompi"):
+            assert row["bound_s"] <= row[f"{v}_s"] < 100 * row["bound_s"], (row, v)
+        assert row["best_mpi_over_wanmpi"] == round(min(row["mpich_s"], row["ompi_s"]) / row["wanmpi_s"], 3)
+    three = [r for r in rows if r["sites"] == 3 and r["bytes"] == 65536]
+    assert len(three) == 2 and all(r["wanmpi_s"] < 1.5 * r["bound_s"] for r in three), three
+
+
+def test_plot_sweep_draws_each_varied_axis_and_refuses_other_documents(tmp_path, capsys):
+    base = {"sites": 2, "nodes_per_cluster": 2, "nic_bps": 10**10, "wan_bps": 10**11, "delay_ms": 10.0}
+    rows = [{**base, **change, "ranks": 4, "op": "bcast", "bytes": 1 << 20, "bound_s": 0.011,
+             "wanmpi_s": 0.012, "mpich_s": 0.016, "ompi_s": 0.3}
+            for change in ({}, {"delay_ms": 30.0}, {"sites": 3})]
+    result = tmp_path / "sweep.json"
+    result.write_text(json.dumps({"format": "wanmpi-bench/1", "bench": "sim-sweep", "summary": rows}))
+    assert main(["plot", "sweep", str(result), "-o", str(tmp_path / "figures")]) == 0
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["sweep-delay_ms.png", "sweep-sites.png"]
+    other = tmp_path / "coll.json"
+    other.write_text(json.dumps({"format": "wanmpi-bench/1", "bench": "coll", "summary": []}))
+    assert main(["plot", "sweep", str(other)]) == 2
+    assert "not a `wanmpi sim --sweep` result (bench 'coll')" in capsys.readouterr().err
+
+
+def test_calls_start_at_one_simulated_instant_not_as_the_barrier_lets_them_out(tmp_path):
+    """MPICH's barrier (SMPI's copy) lets the ranks of 2x4 out up to a WAN
+    delay per round apart, and a rank out early waits for the root: with the
+    default start (one instant of the simulated clock) the broadcast takes
+    less, none starts late, and the skew it removed is recorded."""
+    rows = {}
+    for start in ("barrier", "clock"):
+        out = tmp_path / f"{start}.json"
+        assert main(["sim", "-t", str(TWO), "--coll", "bcast", "--bytes", "64KiB", "--start", start,
+                     "--json", str(out), "--timeout", "120"]) == 0
+        document = json.loads(out.read_text())
+        assert document["settings"]["start"] == start
+        (rows[start],) = document["cases"][0]["metrics"]["rows"]
+    assert rows["clock"]["start"] == "clock" and rows["clock"]["late_starts"] == 0
+    assert rows["barrier"]["start_skew_s"] >= 0.010            # at least one 10 ms delay apart
+    assert rows["clock"]["median_s"] < rows["barrier"]["median_s"] - 0.005, rows

@@ -19,6 +19,12 @@
  * would send it C-1 times), at most S = k ranks of a cluster send across the
  * WAN, and the WAN carries the message once into every cluster. The price
  * is one more WAN delay per cluster beyond the second.
+ *
+ * With three or more clusters, where those delays cost more than a second
+ * copy of the message at a NIC (star_of_clusters: a short message, a long
+ * delay), the clusters form a star instead: the last C-1 ranks of R's chain
+ * each feed one other cluster's chain directly (one WAN delay in all), and
+ * no cluster forwards to the next.
  * Chunks are under Open MPI's TCP eager limit, so no chunk waits for a
  * rendezvous round trip across the WAN, and all receives are posted first.
  *
@@ -48,6 +54,7 @@ struct bcast {
     char *data;
     int64_t total, chunk;
     int segments;
+    int star;           /* clusters fed from R directly (else in turn) */
     int *source;        /* [segments] who sends me the segment's chunks (-1: I am the root) */
     int *ndest;         /* [segments] */
     int *dest;          /* [segments][max_dest] */
@@ -89,6 +96,17 @@ static int last_of(const struct wm_comm *wc, int x, int s, int segments)
     return wc->members[x][(entry(wc, x, s, segments) + n - 1) % n];
 }
 
+/* The rank of R that feeds cluster X != R in a star: the last ranks of R's
+ * chain, one cluster each (in turn if R has fewer ranks than clusters). */
+static int star_sender(const struct wm_comm *wc, int root, int X, int start, int others)
+{
+    int R = wc->cluster_of[root], nR = wc->cluster_size[R], ir = wc->index_of[root], C = wc->nclusters;
+    if (others == 0)
+        return root;
+    int i = (X - R - 1 + C) % C;
+    return wc->members[R][(ir + 1 + ((start + others - 1 - i % others) % others)) % nR];
+}
+
 /* Fills source/dest of every segment for this rank (see the chain above). */
 static void plan(const struct wm_comm *wc, int root, struct bcast *b)
 {
@@ -114,16 +132,38 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
             int n = wc->cluster_size[X], e = entry(wc, X, s, b->segments);
             int j = (wc->my_index - e + n) % n, before = (X - 1 + C) % C;
             b->source[s] = j > 0 ? wc->members[X][(e + j - 1) % n]
+                         : b->star ? star_sender(wc, root, X, start, others)
                          : before == R ? wan_sender : last_of(wc, before, s, b->segments);
             if (j < n - 1)
                 add_dest(b, s, wc->members[X][(e + j + 1) % n]);
-            else if ((X + 1) % C != R)
+            else if (!b->star && (X + 1) % C != R)
                 add_dest(b, s, wc->members[(X + 1) % C][entry(wc, (X + 1) % C, s, b->segments)]);
         }
-        if (me == wan_sender && C > 1)
-            add_dest(b, s, wc->members[(R + 1) % C][entry(wc, (R + 1) % C, s, b->segments)]);
+        for (int x = 1; x < C && X == R; x++) {
+            int to = (R + x) % C;
+            if (b->star ? me == star_sender(wc, root, to, start, others) : me == wan_sender && x == 1)
+                add_dest(b, s, wc->members[to][entry(wc, to, s, b->segments)]);
+        }
 #undef R_AT
     }
+}
+
+/* Star of clusters or chain through them (three or more clusters): the chain
+ * pays one more WAN delay per cluster beyond the second, the star a second
+ * copy of the message on the NICs of the root-cluster ranks that feed a
+ * cluster and forward inside R too. The star where it is the faster:
+ * max(2M/b, M/W) + d < max(M/b, M/W) + (C-1) d, with the topology's NIC
+ * rate b, narrowest WAN rate W and one-way delay d (WANMPI_NIC_RATE,
+ * WANMPI_WAN_RATE, WANMPI_WAN_DELAY; none known: the chain). */
+static int star_of_clusters(const struct wm_comm *wc, int64_t total)
+{
+    const struct wm_settings *st = wm_settings();
+    if (wc->nclusters < 3 || st->nic_rate <= 0 || st->wan_delay_us <= 0)
+        return 0;
+    double m = (double)total * 8.0 / st->nic_rate, w = st->wan_rate > 0 ? (double)total * 8.0 / st->wan_rate : 0;
+    double d = (double)st->wan_delay_us * 1e-6;
+    double star = (2 * m > w ? 2 * m : w) + d, chain = (m > w ? m : w) + (wc->nclusters - 1) * d;
+    return star < chain;
 }
 
 static int bcast_end(void *state, int rc)
@@ -178,6 +218,9 @@ int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, 
     int64_t chunk = wm_fill_chunk(b->total, wc->size, 64);
     int64_t nchunks = wm_pieces(wc, b->total, chunk, 1, &b->chunk);
     b->max_dest = wc->nclusters;
+    b->star = star_of_clusters(wc, b->total);
+    if (wc->nclusters >= 3)
+        wm_debug(2, "bcast: %lld bytes, clusters %s", (long long)b->total, b->star ? "in a star" : "in a chain");
     b->source = calloc((size_t)b->segments, sizeof(int));
     b->ndest = calloc((size_t)b->segments, sizeof(int));
     b->dest = calloc((size_t)b->segments * (size_t)b->max_dest, sizeof(int));

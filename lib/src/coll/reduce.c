@@ -566,6 +566,32 @@ static void cut_blocks(struct red *r, const int *counts, int count, int64_t chun
             r->piece_block[p] = b;
 }
 
+/* Homed or exchange, for an allreduce of `bytes` over three or more clusters
+ * (above): homed saves WAN bytes and owners' sends for one more WAN delay.
+ * With b the NIC rate, W the narrowest WAN link, d the one-way delay and n
+ * the ranks of the smallest cluster, each path's time is about
+ *   exchange  max(2M/b + (C-1) M/(n b), (C-1) M/W) + d
+ *   homed     max(2M/b + 2 (C-1) M/(C n b), 2 (C-1) M/(C W)) + 2d
+ * Homed when it is the smaller, or when the rates or the delay are unknown. */
+static int homed_is_faster(const struct wm_comm *wc, int64_t bytes)
+{
+    const struct wm_settings *st = wm_settings();
+    int C = wc->nclusters;
+    if (C < 3)
+        return 0;
+    if (st->nic_rate <= 0 || st->wan_rate <= 0 || st->wan_delay_us < 0)
+        return 1;
+    int n = wc->cluster_size[0];
+    for (int x = 1; x < C; x++)
+        if (wc->cluster_size[x] < n)
+            n = wc->cluster_size[x];
+    double m = (double)bytes * 8.0, b = st->nic_rate, w = st->wan_rate, d = (double)st->wan_delay_us * 1e-6;
+    double ex_nic = 2 * m / b + (C - 1) * m / (n * b), ex_wan = (C - 1) * m / w;
+    double ho_nic = 2 * m / b + 2.0 * (C - 1) * m / (C * n * b), ho_wan = 2.0 * (C - 1) * m / (C * w);
+    double exchange = (ex_nic > ex_wan ? ex_nic : ex_wan) + d, homed = (ho_nic > ho_wan ? ho_nic : ho_wan) + 2 * d;
+    return homed <= exchange;
+}
+
 int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void *sendbuf, void *recvbuf,
                         int count, const int *counts, MPI_Datatype type, MPI_Op op, enum wm_reduce_mode mode,
                         int root)
@@ -580,10 +606,13 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
         for (int b = 0; b < wc->size; b++)
             total += counts ? counts[b] : count;
     }
-    *r = (struct red){ .wc = wc, .mode = mode, .root = root, .type = type, .op = op, .count = (int)total,
-                       .homed = mode == WM_TO_ALL && wc->nclusters >= 3 };
+    *r = (struct red){ .wc = wc, .mode = mode, .root = root, .type = type, .op = op, .count = (int)total };
     run->recvbuf = recvbuf;
     int rc = wm_layout(type, (int)total, &r->l);
+    r->homed = mode == WM_TO_ALL && rc == MPI_SUCCESS && homed_is_faster(wc, total * (int64_t)r->l.size);
+    if (mode == WM_TO_ALL && wc->nclusters >= 3 && rc == MPI_SUCCESS)
+        wm_debug(2, "allreduce: %lld bytes, %s", (long long)(total * (int64_t)r->l.size),
+                 r->homed ? "homed" : "exchange");
     if (rc != MPI_SUCCESS || total == 0 || r->l.size == 0) {
         free(run);
         return wm_sched_fail(s, rc);

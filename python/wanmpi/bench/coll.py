@@ -127,19 +127,20 @@ def results_of(topo: Topology, records: list[Record], ranks: int, mapping: str |
 
 def run(topo: Topology, variants: list[Variant], delays: list[float], ops: list[str], sizes: str,
         iters: int, ranks: int | None, mapping: str | None, json_path: str | None,
-        plot_dir: str | None, timeout: float, rules: str | None = None) -> int:
+        plot_dir: str | None, timeout: float, rules: str | None = None, start: str = "barrier") -> int:
     """On the testbed of `topo` (brought up for the run if it is not up, and
     taken down again), with the runner: one case per delay and variant."""
     ranks = ranks or len(topo.nodes)
     args = ["--ops", ",".join(ops), "--sizes", sizes, "--iters", str(iters), "--warmup", "1",
-            "--budget", "20"]
+            "--budget", "20", "--start", start]
     started_iso, started = now_iso(), time.monotonic()
     records = Runner(topo).run(cases(variants, delays),
                                lambda case, t: execute(case, t, ranks, mapping, args, timeout, rules))
     results = results_of(topo, records, ranks, mapping)
     print_table(results, [v.name for v in variants])
     settings = {"variants": [v.name for v in variants], "delays": delays, "ops": ops, "sizes": sizes,
-                "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout, **rules_settings(rules)}
+                "iters": iters, "ranks": ranks, "map": mapping, "timeout_s": timeout, "start": start,
+                **rules_settings(rules)}
     document = finish("coll", topo, settings, records, summary(results), started_iso, started, json_path)
     if plot_dir and results:
         for path in plot.collectives(results, Path(plot_dir)):

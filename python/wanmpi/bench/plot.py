@@ -136,10 +136,11 @@ def _pyplot():
 
 
 def lines_vs_delay(rows: list[dict], path: Path, title: str, value: str, ylabel: str,
-                   panel: str = "kernel", line: str = "variant", reference_line: float | None = 1.0) -> str:
+                   panel: str = "kernel", line: str = "variant", reference_line: float | None = 1.0,
+                   x: str = "delay_ms", xlabel: str = "one-way delay (ms)") -> str:
     """One panel per `panel` value (a kernel), `value` against the one-way
-    delay, one line per `line` value (a variant): the papers' figure of
-    performance relative to a single cluster."""
+    delay (or `x`), one line per `line` value (a variant): the papers' figure
+    of performance relative to a single cluster."""
     plt = _pyplot()
     panels = list(dict.fromkeys(r[panel] for r in rows))
     if not panels:
@@ -150,8 +151,8 @@ def lines_vs_delay(rows: list[dict], path: Path, title: str, value: str, ylabel:
     series_names = list(dict.fromkeys(r[line] for r in rows))
     for ax, name in zip(axes.flat, panels):
         for s in series_names:
-            pts = sorted((r["delay_ms"], r[value]) for r in rows
-                         if r[panel] == name and r[line] == s and r[value] is not None and r["delay_ms"] is not None)
+            pts = sorted((r[x], r[value]) for r in rows
+                         if r[panel] == name and r[line] == s and r[value] is not None and r[x] is not None)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=s)
         if reference_line is not None:
@@ -162,7 +163,7 @@ def lines_vs_delay(rows: list[dict], path: Path, title: str, value: str, ylabel:
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax in axes[-1]:
-        ax.set_xlabel("one-way delay (ms)")
+        ax.set_xlabel(xlabel)
     for ax in axes[:, 0]:
         ax.set_ylabel(ylabel)
     handles, labels = axes.flat[0].get_legend_handles_labels()
@@ -244,3 +245,47 @@ def pacing(summary: list[dict], out_dir: Path, stem: str = "pacing") -> list[str
                                           f"{cc}: speed-up over Open MPI alone (median per iteration)",
                                           "speedup", "Open MPI time / time"))
     return written
+
+
+SWEEP_AXES = (("sites", "sites"), ("nodes_per_cluster", "nodes per site"), ("nic_bps", "NIC rate (Gbit/s)"),
+              ("wan_bps", "WAN rate (Gbit/s)"), ("delay_ms", "one-way delay (ms)"))
+
+
+def sweep(document: dict, out_dir: Path, stem: str = "sweep") -> list[str]:
+    """From a `wanmpi sim --sweep` document: one figure per axis the sweep
+    varied, a panel per (op, size), time / bound against the axis for ours
+    and each of the MPIs' algorithms (the base point is the first row's)."""
+    if document.get("bench") != "sim-sweep":
+        raise PlotError(f"not a `wanmpi sim --sweep` result (bench {document.get('bench')!r})")
+    rows = [r for r in document.get("summary", []) if r.get("bound_s")]
+    if not rows:
+        raise PlotError("the sweep has no summary rows to draw")
+    keys = [k for k, _ in SWEEP_AXES]
+    base = {k: rows[0][k] for k in keys}
+    variants = [k[:-2] for k in rows[0] if k.endswith("_s") and k != "bound_s"]
+    written = []
+    for axis, label in SWEEP_AXES:
+        mine = [r for r in rows if all(r[k] == base[k] for k in keys if k != axis)]
+        if len({r[axis] for r in mine}) < 2:
+            continue
+        plotted = []
+        for r in mine:
+            scale = 1e9 if axis.endswith("_bps") else 1
+            for v in variants:
+                if r.get(f"{v}_s"):
+                    plotted.append({"panel": f"{r['op']} {format_bytes(r['bytes'])}", "variant": v,
+                                    "x": r[axis] / scale, "ratio": r[f"{v}_s"] / r["bound_s"]})
+        written.append(lines_vs_delay(plotted, out_dir / f"{stem}-{axis}.png", f"time / bound against {label} "
+                                      "(the others at the base)", "ratio", "time / bound", panel="panel",
+                                      x="x", xlabel=label))
+    if not written:
+        raise PlotError("the sweep varies no axis (one point)")
+    return written
+
+
+def format_bytes(n: int) -> str:
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
+

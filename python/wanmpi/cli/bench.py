@@ -116,6 +116,10 @@ def register_coll(suites) -> None:
     p.add_argument("--timeout", type=float, default=1800, help="per job, seconds (default: 1800)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--plots", metavar="DIR", help="also draw PNG plots into DIR")
+    p.add_argument("--start", choices=("barrier", "clock"), default="barrier",
+                   help="each iteration's calls start as the ranks leave the MPI's barrier (default; across "
+                        "the WAN they leave up to a delay apart, as in the OSU benchmarks), or at one instant "
+                        "of the clock the testbed's nodes share (collbench --start clock)")
     rules_option(p)
     p.set_defaults(handler=cmd_bench_coll)
 
@@ -126,7 +130,7 @@ def cmd_bench_coll(args) -> int:
         sizes, delays, iters = coll.QUICK_SIZES, [10.0], 2
     t = topology_for(args)
     return coll.run(t, args.variants, delays, args.ops, sizes, iters, args.ranks, args.map,
-                    args.json, args.plots, args.timeout, checked_rules(args.rules, t))
+                    args.json, args.plots, args.timeout, checked_rules(args.rules, t), args.start)
 
 
 # ---- bench flap -------------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import units
 from ..bench.kernels import CLASSES
-from ..sim import platform, run
+from ..sim import platform, run, sweep
 from .options import count, names, positive, quantity, topology_for, topology_option
 
 
@@ -39,16 +39,28 @@ def register(commands) -> None:
     p.add_argument("--send-overhead", type=positive("--send-overhead"), metavar="S_PER_BYTE",
                    help="SMPI's per-byte send overhead on messages of 64 KiB or less (smpi/ois, smpi/os), "
                         "the calibration knob (default: 1.0625 x the NIC's time per byte)")
+    p.add_argument("--start", choices=("clock", "barrier"), default="clock",
+                   help="the calls start at one instant of the simulated clock (default), or as the ranks "
+                        "leave the MPI's barrier, up to a WAN delay per round apart (as `wanmpi bench coll` "
+                        "by default)")
     p.add_argument("--iters", type=count("--iters", 1), default=1,
                    help="timed iterations (default: 1; the simulation is deterministic)")
     p.add_argument("--timeout", type=positive("--timeout"), default=3600, help="seconds (default: 3600)")
     p.add_argument("--json", metavar="FILE", help="also write the result (the `wanmpi bench` format)")
     p.add_argument("--platform-only", metavar="DIR",
                    help="write DIR/platform.xml and DIR/hostfile and stop")
+    p.add_argument("--sweep", metavar="SPEC",
+                   help="simulate every point of a sweep spec (TOML: a base point and axes; bench/sweep/), "
+                        "ours against SMPI's MPICH and Open MPI algorithms and the bound; the other options "
+                        "but --json do not apply")
+    p.add_argument("--jobs", type=count("--jobs", 1), default=1,
+                   help="simulations at a time in a sweep (default: 1; each takes one core)")
     p.set_defaults(handler=cmd_sim)
 
 
 def cmd_sim(args) -> int:
+    if args.sweep:
+        return sweep.run_sweep(args.sweep, args.jobs, args.json)
     overrides = platform.Overrides(args.nodes_per_cluster, args.nic_rate, args.wan_rate, args.delay)
     t = topology_for(args)
     if args.platform_only:
@@ -61,4 +73,4 @@ def cmd_sim(args) -> int:
                               args.send_overhead, args.json, args.timeout)
     ops = list(dict.fromkeys(op for group in args.coll for op in group))
     return run.run(t, overrides, ops, list(dict.fromkeys(args.bytes)), args.mpi_coll, not args.no_wanmpi,
-                   args.send_overhead, args.iters, args.json, args.timeout)
+                   args.send_overhead, args.iters, args.json, args.timeout, args.start)

@@ -4,11 +4,11 @@ topology file read by wanmpi.topo: one source of truth.
 Naming (the same names as the testbed, docs/testbed.md):
   cluster c   a SimGrid <cluster> with id c; host {c}{i} for node i, each with
               a private SPLITDUPLEX link at the cluster's NIC rate (each
-              direction the full rate) and NIC_LATENCY_US; the backbone is
-              the switch, a FATPIPE (no sharing) at 100 x the NIC rate: never
-              the bottleneck (at 1 x, the 2x4 4 MiB allreduce took 0.717
-              s instead of 0.703 s; not investigated); the router {c}-r is
-              the cluster's gateway
+              direction the full rate) and NIC_LATENCY_US; no backbone: the
+              switch is non-blocking (the testbed's bridge never limits; a
+              FATPIPE backbone at 100 x the NIC rate gave the same times to
+              4-5 digits and made SimGrid's solver 3-5x slower, every flow of
+              a cluster sharing it); the router {c}-r is the cluster's gateway
   WAN link    one SPLITDUPLEX link wan-{a}-{b} per link of the file, at its
               rate and one-way delay; direction UP carries a -> b
   routes      for every ordered pair of clusters, a zoneRoute between their
@@ -29,7 +29,6 @@ from ..topo import Node, Topology, WanLink
 
 NIC_LATENCY_US = 50                 # a host's link to its switch (the feasibility study's value)
 HOST_SPEED = "1Gf"                  # flop/s; computation is not modelled (docs/scale.md, "CPU time")
-SWITCH_OVER_NIC = 100              # the switch (backbone) rate over the NIC rate
 MAX_NODES_PER_CLUSTER = 1024        # the simulator's own limit (the testbed's is 200: one /24)
 
 
@@ -87,7 +86,7 @@ def platform_xml(t: Topology) -> str:
     for c in t.clusters:
         lines.append(f'  <cluster id="{c.name}" prefix="{c.name}" suffix="" radical="0-{len(c.nodes) - 1}" '
                      f'speed="{HOST_SPEED}" bw="{c.nic_bps}bps" lat="{NIC_LATENCY_US}us" '
-                     f'sharing_policy="SPLITDUPLEX" bb_bw="{c.nic_bps * SWITCH_OVER_NIC}bps" bb_lat="0us" bb_sharing_policy="FATPIPE" '
+                     'sharing_policy="SPLITDUPLEX" '
                      f'router_id="{c.router}"/>')
     for l in t.links:
         lines.append(f'  <link id="wan-{l.name}" bandwidth="{l.rate_bps}bps" latency="{l.delay_us}us" '

@@ -63,16 +63,30 @@ def smpi_options(selector: str, send_overhead: float) -> list[str]:
             "--cfg=smpi/test:0", *QUIET_LOGS]
 
 
+SMPI_DIR_VARIABLE = "WANMPI_SMPI_DIR"   # another build of `make smpi SMPI_DIR=...`: an older library, side by side
+
+
 def smpi_dir() -> Path:
+    other = os.environ.get(SMPI_DIR_VARIABLE)
+    if other:
+        return Path(other).resolve()
     if paths.REPO is None:
         raise BenchError("wanmpi sim builds libwanmpi with smpicc from the sources: run it from a checkout")
     return paths.REPO / "build" / "smpi"
 
 
 def build() -> Path:
-    """`make smpi` (at nice 19; nothing to do when it is up to date): build/smpi."""
+    """`make smpi` (at nice 19; nothing to do when it is up to date): build/smpi;
+    or $WANMPI_SMPI_DIR as it is (made by `make smpi SMPI_DIR=...`)."""
     if shutil.which("smpicc") is None or shutil.which("smpirun") is None:
         raise BenchError("smpicc/smpirun not found: install SimGrid (`make apt` installs libsimgrid-dev)")
+    if os.environ.get(SMPI_DIR_VARIABLE):
+        out = smpi_dir()
+        missing = [p.name for p in (program("collbench", True), program("collbench", False)) if not p.exists()]
+        if missing:
+            raise BenchError(f"${SMPI_DIR_VARIABLE}={out}: no {', '.join(missing)} there "
+                             f"(make smpi SMPI_DIR={out} builds them)")
+        return out
     out = smpi_dir()
     done = subprocess.run(["nice", "-n", "19", "make", "-s", "-C", str(paths.REPO), "smpi"],
                           capture_output=True, text=True)
@@ -97,11 +111,11 @@ def rank_environment(t: Topology, stats: Path | None) -> dict[str, str]:
 
 
 def simulate(t: Topology, program: Path, selector: str, send_overhead: float, args: list[str],
-             work: Path, wanmpi: bool, timeout: float) -> dict:
+             work: Path, wanmpi: bool, timeout: float, settings: dict[str, str] | None = None) -> dict:
     """One smpirun of collbench on `t`: its result rows, and rank 0's
     libwanmpi statistics (`wanmpi_stats`) when it ran with libwanmpi."""
     xml, hosts = platform.write(t, work)
-    env = {**os.environ, **rank_environment(t, work if wanmpi else None)}
+    env = {**os.environ, **rank_environment(t, work if wanmpi else None), **(settings or {})}
     command = ["nice", "-n", "19", "smpirun", "-np", str(len(t.nodes)), "-platform", str(xml),
                "-hostfile", str(hosts), *smpi_options(selector, send_overhead), str(program), *args]
     try:
@@ -120,16 +134,19 @@ def simulate(t: Topology, program: Path, selector: str, send_overhead: float, ar
 
 
 def simulate_case(sim: Topology, kernel: str, selector: str, wanmpi: bool, overhead: float, prog: Path,
-                  args: list[str], timeout: float, params: tuple = ()) -> Record:
-    """One smpirun as a case of `wanmpi bench` (variant "wanmpi" or the
-    selector's name), in a temporary directory under build/smpi/runs."""
+                  args: list[str], timeout: float, params: tuple = (), variant: str | None = None,
+                  settings: dict[str, str] | None = None) -> Record:
+    """One smpirun as a case of `wanmpi bench` (variant "wanmpi", the
+    selector's name, or `variant`: libwanmpi with WANMPI_* `settings`), in a
+    temporary directory under build/smpi/runs."""
     delay_ms = max((l.delay_us for l in sim.links), default=0) / 1000
-    record = Record(Case(kernel, "wanmpi" if wanmpi else selector, f"smpi-{selector}", delay_ms, params=params))
+    name = variant or ("wanmpi" if wanmpi else selector)
+    record = Record(Case(kernel, name, f"smpi-{selector}", delay_ms, params=params))
     started = time.monotonic()
     (smpi_dir() / "runs").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=smpi_dir() / "runs") as work:
         try:
-            record.metrics = simulate(sim, prog, selector, overhead, args, Path(work), wanmpi, timeout)
+            record.metrics = simulate(sim, prog, selector, overhead, args, Path(work), wanmpi, timeout, settings)
             record.status = "ok"
         except BenchError as e:
             record.status, record.error = "failed", str(e)
@@ -157,15 +174,18 @@ def settings_of(sim: Topology, overrides: platform.Overrides, selector: str, wan
 
 
 def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[int], selector: str,
-        wanmpi: bool, send_overhead: float | None, iters: int, json_path: str | None, timeout: float) -> int:
+        wanmpi: bool, send_overhead: float | None, iters: int, json_path: str | None, timeout: float,
+        start: str = "clock") -> int:
     """Build, simulate collbench, print the table and write the result document."""
     started_iso, started = now_iso(), time.monotonic()
     sim, overhead = prepared(t, overrides, send_overhead)
-    args = ["--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", "1"]
+    args = ["--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", "1",
+            "--start", start]
     record = simulate_case(sim, "collbench", selector, wanmpi, overhead, program("collbench", wanmpi), args, timeout)
     results = results_of(sim, record)
     coll.print_table(results, [record.case.variant])
-    settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, ops=ops, sizes=sizes, iters=iters)
+    settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, ops=ops, sizes=sizes, iters=iters,
+                           start=start)
     document = finish("sim", t, settings, [record], coll.summary(results), started_iso, started, json_path)
     return exit_status(document)
 
