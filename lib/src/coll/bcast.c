@@ -148,22 +148,31 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
     }
 }
 
-/* Star of clusters or chain through them (three or more clusters): the chain
- * pays one more WAN delay per cluster beyond the second, the star a second
- * copy of the message on the NICs of the root-cluster ranks that feed a
- * cluster and forward inside R too. The star where it is the faster:
- * max(2M/b, M/W) + d < max(M/b, M/W) + (C-1) d, with the topology's NIC
+/* Star of clusters or chain through them (three or more clusters), and the
+ * segments. The chain (one segment unless WANMPI_LANES says otherwise) pays
+ * one more WAN delay per cluster beyond the second; the star sends C-1 more
+ * copies of each segment from R, from the last C-1 ranks of its chain, so
+ * with S segments (automatic: every non-root rank of R ends one) the
+ * busiest rank of R sends about f M, f = 1 + (C-2)/S (2 for one segment,
+ * C-1 when the root is R's only rank). The star where it is the faster:
+ * max(f M/b, M/W) + d < max(M/b, M/W) + (C-1) d, with the topology's NIC
  * rate b, narrowest WAN rate W and one-way delay d (WANMPI_NIC_RATE,
- * WANMPI_WAN_RATE, WANMPI_WAN_DELAY; none known: the chain). */
-static int star_of_clusters(const struct wm_comm *wc, int64_t total)
+ * WANMPI_WAN_RATE, WANMPI_WAN_DELAY; none known: the chain). Returns the
+ * segments of the star, or 0 for the chain. */
+static int star_segments(const struct wm_comm *wc, int64_t total, int others)
 {
     const struct wm_settings *st = wm_settings();
-    if (wc->nclusters < 3 || st->nic_rate <= 0 || st->wan_delay_us <= 0)
+    int C = wc->nclusters;
+    if (C < 3 || st->nic_rate <= 0 || st->wan_delay_us <= 0)
         return 0;
+    int S = wc->lanes > 0 ? (wc->lanes < others ? wc->lanes : others) : others;
+    if (S < 1)
+        S = 1;
+    double f = others == 0 ? C - 1 : S == 1 ? 2 : 1 + (double)(C - 2) / S;
     double m = (double)total * 8.0 / st->nic_rate, w = st->wan_rate > 0 ? (double)total * 8.0 / st->wan_rate : 0;
     double d = (double)st->wan_delay_us * 1e-6;
-    double star = (2 * m > w ? 2 * m : w) + d, chain = (m > w ? m : w) + (wc->nclusters - 1) * d;
-    return star < chain;
+    double star = (f * m > w ? f * m : w) + d, chain = (m > w ? m : w) + (C - 1) * d;
+    return star < chain ? S : 0;
 }
 
 static int bcast_end(void *state, int rc)
@@ -211,16 +220,18 @@ int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, 
     for (int x = 0; x < wc->nclusters; x++)
         if (x != R && wc->cluster_size[x] > widest)
             widest = wc->cluster_size[x];
-    /* automatic: one chain, which measured fastest (docs/libwanmpi.md) */
-    int k = wc->lanes > 0 ? wc->lanes : 1;
+    /* automatic: one chain, which measured fastest (docs/libwanmpi.md); a star one per non-root rank of R */
+    int star = star_segments(wc, b->total, nR - 1);
+    b->star = star > 0;
+    int k = star > 0 ? star : wc->lanes > 0 ? wc->lanes : 1;
     b->segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
     /* The chain of P ranks fills in (P-1) chunk times */
     int64_t chunk = wm_fill_chunk(b->total, wc->size, 64);
     int64_t nchunks = wm_pieces(wc, b->total, chunk, 1, &b->chunk);
     b->max_dest = wc->nclusters;
-    b->star = star_of_clusters(wc, b->total);
     if (wc->nclusters >= 3)
-        wm_debug(2, "bcast: %lld bytes, clusters %s", (long long)b->total, b->star ? "in a star" : "in a chain");
+        wm_debug(2, "bcast: %lld bytes, clusters %s (%d segments)", (long long)b->total,
+                 b->star ? "in a star" : "in a chain", b->segments);
     b->source = calloc((size_t)b->segments, sizeof(int));
     b->ndest = calloc((size_t)b->segments, sizeof(int));
     b->dest = calloc((size_t)b->segments * (size_t)b->max_dest, sizeof(int));
