@@ -10,12 +10,18 @@ among the ranks' nodes, P: ranks):
                        sends M over its links
   allreduce            max(2M(P-1)/(Pb), WAN) + d   every cluster receives and
                        sends M (the others' contributions) over its links
-  alltoall(v)          max((P-1)m/b, WAN) + d  m = M/P per pair: cluster c with
-                       n_c ranks sends and receives n_c (P-n_c) m over its links
-  gather(v), scatter(v)  max(M(P-1)/(Pb), WAN) + d  the root (rank 0) receives
-                       or sends every other block; the root's cluster carries
-                       (P-n_c) M/P over its links, any other n_c M/P (equal
-                       blocks; the v-variants' irregular blocks taken as equal)
+  alltoall(v)          max((P-1)m/b, (P-n)m/b + d, WAN + d)  m = M/P per pair:
+                       cluster c with n_c ranks sends and receives n_c (P-n_c) m
+                       over its links; a rank of the smallest cluster (n ranks)
+                       sends (P-n) m across, which must leave its NIC a delay
+                       before the end, while its local blocks need not (they
+                       can go while the remote ones are on the WAN: ours does)
+  gather(v), scatter(v)  max(M(P-1)/(Pb), M(P-n_r)/(Pb) + d, WAN + d)  the root
+                       (rank 0, n_r ranks in its cluster) receives or sends
+                       every other block, those of other clusters across the
+                       WAN; the root's cluster carries (P-n_c) M/P over its
+                       links, any other n_c M/P (equal blocks; the v-variants'
+                       irregular blocks taken as equal)
   other operations     max(M/b, WAN for M into every cluster) + d
 
 "Its links" is the sum of the rates of the cluster's WAN links: a cut, so the
@@ -44,15 +50,23 @@ def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms:
         cut = {c: size for c in per_cluster}
     elif op in ("alltoall", "alltoallv", "alltoallw"):
         pair = size / ranks
-        local = (ranks - 1) * pair / b
-        cut = {c: n * (ranks - n) * pair for c, n in per_cluster.items()}
+        remote = (ranks - min(per_cluster.values())) * pair / b      # NIC time of the blocks that cross
+        return _bound((ranks - 1) * pair / b, remote, {c: n * (ranks - n) * pair for c, n in per_cluster.items()},
+                      wan, d)
     elif op in ("gather", "gatherv", "scatter", "scatterv"):
-        local = size * (ranks - 1) / (ranks * b)
-        cut = {c: (ranks - n if c == nodes[0].cluster else n) * size / ranks for c, n in per_cluster.items()}
+        root_cluster = nodes[0].cluster
+        remote = (ranks - per_cluster[root_cluster]) * size / (ranks * b)
+        cut = {c: (ranks - n if c == root_cluster else n) * size / ranks for c, n in per_cluster.items()}
+        return _bound(size * (ranks - 1) / (ranks * b), remote, cut, wan, d)
     else:
         local = size / b
         cut = {c: size for c in per_cluster}
-    across = 0.0
-    if len(per_cluster) > 1:
-        across = max((cut[c] / wan[c] if wan[c] else float("inf")) for c in per_cluster)
-    return max(local, across) + d
+    return _bound(local, local, cut, wan, d)
+
+
+def _bound(local: float, remote: float, cut: dict, wan: dict, d: float) -> float:
+    """max(all of a NIC's time, its time for what crosses + d, the WAN cut + d)."""
+    if len(cut) < 2:
+        return local
+    across = max((cut[c] / wan[c] if wan[c] else float("inf")) for c in cut)
+    return max(local, remote + d, across + d)
