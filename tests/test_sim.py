@@ -405,3 +405,13 @@ def test_calls_start_at_one_simulated_instant_not_as_the_barrier_lets_them_out(t
     assert rows["clock"]["start"] == "clock" and rows["clock"]["late_starts"] == 0
     assert rows["barrier"]["start_skew_s"] >= 0.010            # at least one 10 ms delay apart
     assert rows["clock"]["median_s"] < rows["barrier"]["median_s"] - 0.005, rows
+
+
+def test_nic_latency_is_every_hosts_link_latency(tmp_path, capsys):
+    assert main(["sim", "-t", str(TWO), "--nic-latency", "5us", "--platform-only", str(tmp_path)]) == 0
+    zone = ET.fromstring((tmp_path / "platform.xml").read_text().split("\n", 2)[2]).find("zone")
+    assert [latency_us(c.get("lat")) for c in zone.findall("cluster")] == [5, 5]
+    assert main(["sim", "-t", str(TWO), "--nic-latency", "5", "--platform-only", str(tmp_path / "x")]) == 2
+    assert "--nic-latency: '5' has no unit" in capsys.readouterr().err
+    spec = sweep.load_spec(spec_file(tmp_path, **{'timeout = "300s"': 'timeout = "300s"\nnic_latency = "5us"'}))
+    assert spec.nic_latency_us == 5

@@ -23,6 +23,9 @@ def register(commands) -> None:
                    help="every WAN link's rate (default: the topology's)")
     p.add_argument("--delay", type=quantity("--delay", units.parse_duration_us), metavar="DURATION",
                    help="every WAN link's one-way delay, e.g. 10ms (default: the topology's)")
+    p.add_argument("--nic-latency", type=quantity("--nic-latency", units.parse_duration_us), metavar="DURATION",
+                   help="one-way latency of every node's link to its switch, e.g. 5us (a hop inside a cluster: "
+                        f"twice that; default: {platform.NIC_LATENCY_US}us)")
     p.add_argument("--coll", nargs="+", type=names("--coll", run.OPS, unique=True), default=[["bcast"]],
                    metavar="OP", help=f"collectives, among {', '.join(run.OPS)} (default: bcast)")
     p.add_argument("--bytes", nargs="+", type=quantity("--bytes", units.parse_size), default=[4 << 20],
@@ -61,11 +64,11 @@ def register(commands) -> None:
 def cmd_sim(args) -> int:
     if args.sweep:
         return sweep.run_sweep(args.sweep, args.jobs, args.json)
-    overrides = platform.Overrides(args.nodes_per_cluster, args.nic_rate, args.wan_rate, args.delay)
+    overrides = platform.Overrides(args.nodes_per_cluster, args.nic_rate, args.wan_rate, args.delay, args.nic_latency)
     t = topology_for(args)
     if args.platform_only:
         sim = platform.simulated(t, overrides)
-        for path in platform.write(sim, Path(args.platform_only)):
+        for path in platform.write(sim, Path(args.platform_only), overrides.nic_latency):
             print(path)
         return 0
     if args.kernel:

@@ -111,10 +111,11 @@ def rank_environment(t: Topology, stats: Path | None) -> dict[str, str]:
 
 
 def simulate(t: Topology, program: Path, selector: str, send_overhead: float, args: list[str],
-             work: Path, wanmpi: bool, timeout: float, settings: dict[str, str] | None = None) -> dict:
+             work: Path, wanmpi: bool, timeout: float, settings: dict[str, str] | None = None,
+             nic_latency_us: int = platform.NIC_LATENCY_US) -> dict:
     """One smpirun of collbench on `t`: its result rows, and rank 0's
     libwanmpi statistics (`wanmpi_stats`) when it ran with libwanmpi."""
-    xml, hosts = platform.write(t, work)
+    xml, hosts = platform.write(t, work, nic_latency_us)
     env = {**os.environ, **rank_environment(t, work if wanmpi else None), **(settings or {})}
     command = ["nice", "-n", "19", "smpirun", "-np", str(len(t.nodes)), "-platform", str(xml),
                "-hostfile", str(hosts), *smpi_options(selector, send_overhead), str(program), *args]
@@ -135,7 +136,7 @@ def simulate(t: Topology, program: Path, selector: str, send_overhead: float, ar
 
 def simulate_case(sim: Topology, kernel: str, selector: str, wanmpi: bool, overhead: float, prog: Path,
                   args: list[str], timeout: float, params: tuple = (), variant: str | None = None,
-                  settings: dict[str, str] | None = None) -> Record:
+                  settings: dict[str, str] | None = None, nic_latency_us: int = platform.NIC_LATENCY_US) -> Record:
     """One smpirun as a case of `wanmpi bench` (variant "wanmpi", the
     selector's name, or `variant`: libwanmpi with WANMPI_* `settings`), in a
     temporary directory under build/smpi/runs."""
@@ -146,7 +147,8 @@ def simulate_case(sim: Topology, kernel: str, selector: str, wanmpi: bool, overh
     (smpi_dir() / "runs").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=smpi_dir() / "runs") as work:
         try:
-            record.metrics = simulate(sim, prog, selector, overhead, args, Path(work), wanmpi, timeout, settings)
+            record.metrics = simulate(sim, prog, selector, overhead, args, Path(work), wanmpi, timeout, settings,
+                                      nic_latency_us)
             record.status = "ok"
         except BenchError as e:
             record.status, record.error = "failed", str(e)
@@ -181,7 +183,8 @@ def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[
     sim, overhead = prepared(t, overrides, send_overhead)
     args = ["--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", "1",
             "--start", start]
-    record = simulate_case(sim, "collbench", selector, wanmpi, overhead, program("collbench", wanmpi), args, timeout)
+    record = simulate_case(sim, "collbench", selector, wanmpi, overhead, program("collbench", wanmpi), args, timeout,
+                           nic_latency_us=overrides.nic_latency)
     results = results_of(sim, record)
     coll.print_table(results, [record.case.variant])
     settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, ops=ops, sizes=sizes, iters=iters,
@@ -199,7 +202,7 @@ def run_kernel(t: Topology, overrides: platform.Overrides, kernel: str, klass: s
     sim, overhead = prepared(t, overrides, send_overhead)
     args = SUITE_KERNELS[kernel].args[klass]
     record = simulate_case(sim, kernel, selector, wanmpi, overhead, program("patterns", wanmpi), args, timeout,
-                           params=(("class", klass),))
+                           params=(("class", klass),), nic_latency_us=overrides.nic_latency)
     summary = kernel_summary(record, klass)
     for row in summary:
         print(f"{row['kernel']} class {klass}, one-way delay {row['delay_ms']:g} ms, {row['variant']}: "

@@ -12,6 +12,7 @@ a time: the full product of 3 site counts x 4 node counts x 3 NICs x 3 WANs x
     selectors = ["mpich", "ompi"]      # each alone is a variant; libwanmpi runs over the first
     timeout = "1800s"                  # per simulation (one platform, one variant)
     max_memory = "16GiB"               # points whose buffers would need more are skipped
+    nic_latency = "50us"               # one way, each node's link to its switch (the default)
     [settings.singlelane]              # more variants: libwanmpi with these WANMPI_* settings ("wanmpi-singlelane")
     WANMPI_BCAST = "singlelane"
     [topologies]                       # the topology file for each number of sites
@@ -50,7 +51,7 @@ from ..topo.reader import load
 from . import platform, run
 
 AXES = ("sites", "nodes_per_cluster", "nic_rate", "wan_rate", "delay")
-KEYS = {"ops", "bytes", "selectors", "timeout", "max_memory", "topologies", "base", "axes", "settings"}
+KEYS = {"ops", "bytes", "selectors", "timeout", "max_memory", "topologies", "base", "axes", "settings", "nic_latency"}
 BUFFERS_PER_RANK = 4            # collbench's two, libwanmpi's staging, SMPI's copies in flight
 
 
@@ -87,6 +88,7 @@ class Spec:
     base: Point
     points: tuple[Point, ...]
     settings: dict = field(default_factory=dict)     # {variant name: {WANMPI_*: value}}
+    nic_latency_us: int = platform.NIC_LATENCY_US
 
 
 def _value(source: str, key: str, raw, parse):
@@ -161,7 +163,9 @@ def load_spec(path: str | Path) -> Spec:
                 points.append(p)
     topologies = _topologies(source, raw.get("topologies"), {p.sites for p in points})
     return Spec(source, tuple(ops), tuple(dict.fromkeys(sizes)), tuple(selectors), timeout, memory, topologies,
-                base, tuple(points), _settings(source, raw.get("settings", {})))
+                base, tuple(points), _settings(source, raw.get("settings", {})),
+                _value(source, "nic_latency", raw.get("nic_latency", f"{platform.NIC_LATENCY_US}us"),
+                       units.parse_duration_us))
 
 
 def _settings(source: str, raw) -> dict:
@@ -228,7 +232,8 @@ def simulate_point(spec: Spec, p: Point, selector: str, wanmpi: bool, name: str 
     record = run.simulate_case(sim, "collbench", selector, wanmpi, run.default_send_overhead(sim),
                                run.program("collbench", wanmpi), args, spec.timeout_s,
                                params=tuple(p.as_dict().items()), variant=name,
-                               settings=spec.settings.get(name) if name else None)
+                               settings=spec.settings.get(name) if name else None,
+                               nic_latency_us=spec.nic_latency_us)
     state = "ok" if record.ok else f"FAILED ({record.error})"
     print(f"  {p.label()}, {record.case.variant}: {record.seconds:.0f} s of wall time, {state}", flush=True)
     return record
@@ -238,10 +243,12 @@ def summary(spec: Spec, records: list[Record]) -> list[dict]:
     """One row per point, op and size: each variant's seconds, the bound, and
     ours over the best of the MPIs' algorithms (a speed-up: > 1 is ours faster)."""
     seconds: dict = {}
+    asked = [(op, size) for op in spec.ops for size in spec.sizes]     # collbench's order
     for r in records:
         if r.ok:
-            for row in r.metrics["rows"]:
-                key = (tuple(r.case.params), row["op"], row["bytes"])
+            # by order: collbench rounds a size down to whole ints per rank (1 MiB over 24 ranks: 1048512 B)
+            for row, (op, size) in zip(r.metrics["rows"], asked):
+                key = (tuple(r.case.params), op, size)
                 seconds.setdefault(key, {})[r.case.variant] = row["median_s"]
     rows = []
     for p in spec.points:
@@ -291,6 +298,7 @@ def sweep(spec: Spec, jobs: int, json_path: str | None) -> int:
     print_summary(rows, variant_names(spec)[1:])
     settings = {"simulator": "SimGrid SMPI", "spec": spec.source, "spec_text": Path(spec.source).read_text(),
                 "jobs": jobs, "start": "clock", "skipped": skipped, "cpus": os.cpu_count(),
+                "nic_latency_us": spec.nic_latency_us,
                 "smpi_options": run.smpi_options(spec.selectors[0], 0.0)}
     document = finish("sim-sweep", spec.topologies[spec.base.sites], settings, records, rows, started_iso,
                       started, json_path)
