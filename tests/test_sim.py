@@ -6,6 +6,9 @@ smpi`); without it, the first SMPI test builds it (about a minute)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
@@ -415,3 +418,23 @@ def test_nic_latency_is_every_hosts_link_latency(tmp_path, capsys):
     assert "--nic-latency: '5' has no unit" in capsys.readouterr().err
     spec = sweep.load_spec(spec_file(tmp_path, **{'timeout = "300s"': 'timeout = "300s"\nnic_latency = "5us"'}))
     assert spec.nic_latency_us == 5
+
+
+def test_a_simulation_past_its_timeout_is_a_failed_case_and_leaves_no_process(tmp_path, capsys):
+    """smpirun runs smpimain in the background: a timeout kills both."""
+    out = tmp_path / "t.json"
+    assert main(["sim", "-t", str(TWO), "--nodes-per-cluster", "16", "--coll", "allreduce", "--bytes", "16MiB",
+                 "--timeout", "2", "--json", str(out)]) == 1
+    document = json.loads(out.read_text())
+    assert document["counts"] == {"cases": 1, "ok": 0, "failed": 1}
+    assert "smpirun did not end within 2 s" in document["cases"][0]["error"]
+    time.sleep(0.5)
+    # an orphan would still run in its deleted work directory (simulations of others run in live ones)
+    orphans = []
+    for pid in subprocess.run(["pgrep", "-x", "smpimain"], capture_output=True, text=True).stdout.split():
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").endswith(" (deleted)"):
+                orphans.append(pid)
+        except OSError:
+            pass
+    assert not orphans, orphans

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -110,6 +111,31 @@ def rank_environment(t: Topology, stats: Path | None) -> dict[str, str]:
     return env
 
 
+def run_smpirun(command: list[str], env: dict, work: Path, timeout: float) -> tuple[int, str, str]:
+    """smpirun in a process group of its own: it runs smpimain in the
+    background, so on a timeout or an interrupt the whole group is killed
+    (killing smpirun alone left smpimain running)."""
+    proc = subprocess.Popen(command, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise BenchError(f"smpirun did not end within {timeout:g} s") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return proc.returncode, stdout, stderr
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
 def simulate(t: Topology, program: Path, selector: str, send_overhead: float, args: list[str],
              work: Path, wanmpi: bool, timeout: float, settings: dict[str, str] | None = None,
              nic_latency_us: int = platform.NIC_LATENCY_US) -> dict:
@@ -119,14 +145,11 @@ def simulate(t: Topology, program: Path, selector: str, send_overhead: float, ar
     env = {**os.environ, **rank_environment(t, work if wanmpi else None), **(settings or {})}
     command = ["nice", "-n", "19", "smpirun", "-np", str(len(t.nodes)), "-platform", str(xml),
                "-hostfile", str(hosts), *smpi_options(selector, send_overhead), str(program), *args]
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=work)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"smpirun did not end within {timeout:g} s") from None
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not rows:
-        why = [l for l in (done.stderr + done.stdout).splitlines() if "WARNING" not in l][-5:]
-        raise BenchError(f"smpirun: exit status {done.returncode}: {' | '.join(why)}")
+    returncode, stdout, stderr = run_smpirun(command, env, work, timeout)
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    if returncode != 0 or not rows:
+        why = [l for l in (stderr + stdout).splitlines() if "WARNING" not in l][-5:]
+        raise BenchError(f"smpirun: exit status {returncode}: {' | '.join(why)}")
     metrics: dict = {"rows": rows}
     stats = work / "stats-0.json"
     if wanmpi and stats.exists():
