@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -438,3 +439,38 @@ def test_a_simulation_past_its_timeout_is_a_failed_case_and_leaves_no_process(tm
         except OSError:
             pass
     assert not orphans, orphans
+
+
+def test_clean_removes_a_simulation_whose_smpirun_was_killed(tmp_path, capsys):
+    """smpirun killed alone (as a plain kill of a job's process did) leaves
+    smpimain running without it; `wanmpi clean` ends it and its work directory
+    (its simulator part: the whole command would also tear down a testbed)."""
+    from wanmpi.sim import run
+    run.build()
+    sim = platform.simulated(topo.load(TWO), platform.Overrides(16, None, None, None))
+    work = run.smpi_dir() / "runs" / f"orphan-{os.getpid()}"
+    xml, hosts = platform.write(sim, work)
+    command = ["smpirun", "-np", "32", "-platform", str(xml), "-hostfile", str(hosts),
+               *run.smpi_options("mpich", run.default_send_overhead(sim)), str(run.program("collbench", True)),
+               "--ops", "allreduce", "--sizes", "64M", "--iters", "50"]
+    env = {**os.environ, **run.rank_environment(sim, None)}
+    smpirun = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    def children():
+        out = subprocess.run(["pgrep", "-P", str(smpirun.pid), "-x", "smpimain"], capture_output=True, text=True)
+        return out.stdout.split()
+    while not children() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (child,) = children()
+    smpirun.kill()
+    smpirun.wait()
+    os.utime(work, (time.time() - 120, time.time() - 120))
+    try:
+        removed = run.clean_leftovers()
+        assert f"simulation process {child} (smpimain) whose smpirun is gone" in removed, removed
+        assert f"simulation work directory {work}" in removed, removed
+        time.sleep(0.5)
+        assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    finally:
+        subprocess.run(["kill", "-9", child], capture_output=True)
+    assert not work.exists()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .. import topo, units
 from ..job import processes
+from ..sim import run as sim_run
 from ..testbed import emulator, net, real_sites, ssh
 from ..topo import Topology
 from .options import slurm_option, topology_for, topology_option
@@ -74,6 +75,7 @@ def cmd_down(args) -> int:
 
 def cmd_clean(args) -> int:
     removed = net.clean() + [f"file {f} of a job that no longer runs" for f in processes.stale_files()]
+    removed += sim_run.clean_leftovers()
     print("\n".join(f"removed {r}" for r in removed) if removed else "nothing to clean")
     return 0
 

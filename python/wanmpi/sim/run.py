@@ -254,3 +254,37 @@ def results_of(t: Topology, record: Record) -> list[coll.Result]:
                         row["iters"], row["median_s"], row["min_s"],
                         lower_bound(t, row["op"], row["bytes"], nodes, record.case.delay_ms), 0, 0)
             for row in record.metrics["rows"]]
+
+
+def clean_leftovers() -> list[str]:
+    """`wanmpi clean`'s part for the simulator: every smpimain of ours whose
+    smpirun is gone (an orphan: its parent is init, or its work directory was
+    deleted), and work directories under build/smpi*/runs that no simulation
+    uses any more. Returns what was removed."""
+    removed, live_dirs = [], set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            if not cmdline or not cmdline[0].endswith(b"/smpimain") or b"/build/smpi" not in b" ".join(cmdline):
+                continue
+            cwd = os.readlink(proc / "cwd")
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == 1 or cwd.endswith(" (deleted)"):
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+                removed.append(f"simulation process {proc.name} (smpimain) whose smpirun is gone")
+            except ProcessLookupError:
+                pass
+        else:
+            live_dirs.add(cwd)
+    if paths.REPO is not None:
+        for runs in (paths.REPO / "build").glob("smpi*/runs"):
+            for work in runs.iterdir():
+                if work.is_dir() and str(work) not in live_dirs and time.time() - work.stat().st_mtime > 60:
+                    shutil.rmtree(work, ignore_errors=True)
+                    removed.append(f"simulation work directory {work}")
+    return removed
