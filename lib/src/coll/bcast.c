@@ -161,16 +161,14 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
  * segments of the star, or 0 for the chain. */
 static int star_segments(const struct wm_comm *wc, int64_t total, int others)
 {
-    const struct wm_settings *st = wm_settings();
     int C = wc->nclusters;
-    if (C < 3 || st->nic_rate <= 0 || st->wan_delay_us <= 0)
+    double m, w, d;
+    if (C < 3 || !wm_link_times(total, &m, &w, &d) || d <= 0)
         return 0;
     int S = wc->lanes > 0 ? (wc->lanes < others ? wc->lanes : others) : others;
     if (S < 1)
         S = 1;
     double f = others == 0 ? C - 1 : S == 1 ? 2 : 1 + (double)(C - 2) / S;
-    double m = (double)total * 8.0 / st->nic_rate, w = st->wan_rate > 0 ? (double)total * 8.0 / st->wan_rate : 0;
-    double d = (double)st->wan_delay_us * 1e-6;
     double star = (f * m > w ? f * m : w) + d, chain = (m > w ? m : w) + (C - 1) * d;
     return star < chain ? S : 0;
 }

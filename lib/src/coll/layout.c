@@ -75,6 +75,17 @@ int64_t wm_fill_chunk(int64_t total, int ranks, int share)
     return fill < chunk ? fill : chunk;
 }
 
+int wm_link_times(int64_t bytes, double *nic_s, double *wan_s, double *delay_s)
+{
+    const struct wm_settings *st = wm_settings();
+    if (st->nic_rate <= 0 || st->wan_delay_us < 0)
+        return 0;
+    *nic_s = (double)bytes * 8.0 / st->nic_rate;
+    *wan_s = st->wan_rate > 0 ? (double)bytes * 8.0 / st->wan_rate : 0;
+    *delay_s = (double)st->wan_delay_us * 1e-6;
+    return 1;
+}
+
 int64_t wm_pieces(const struct wm_comm *wc, int64_t total, int64_t chunk, int64_t groups,
                   int64_t *per_piece)
 {

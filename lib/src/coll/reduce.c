@@ -579,19 +579,18 @@ static void cut_blocks(struct red *r, const int *counts, int count, int64_t chun
  * 0.8 lost it), and when the rates or the delay are unknown. */
 static int homed_is_faster(const struct wm_comm *wc, int64_t bytes)
 {
-    const struct wm_settings *st = wm_settings();
     int C = wc->nclusters;
+    double m, w, d;
     if (C < 3)
         return 0;
-    if (st->nic_rate <= 0 || st->wan_rate <= 0 || st->wan_delay_us < 0)
+    if (!wm_link_times(bytes, &m, &w, &d) || w <= 0)
         return 1;
     int n = wc->cluster_size[0];
     for (int x = 1; x < C; x++)
         if (wc->cluster_size[x] < n)
             n = wc->cluster_size[x];
-    double m = (double)bytes * 8.0, b = st->nic_rate, w = st->wan_rate, d = (double)st->wan_delay_us * 1e-6;
-    double ex_nic = 2 * m / b + (C - 1) * m / (n * b), ex_wan = (C - 1) * m / w;
-    double ho_nic = 2 * m / b + 2.0 * (C - 1) * m / (C * n * b), ho_wan = 2.0 * (C - 1) * m / (C * w);
+    double ex_nic = 2 * m + (C - 1) * m / n, ex_wan = (C - 1) * w;
+    double ho_nic = 2 * m + 2.0 * (C - 1) * m / (C * n), ho_wan = 2.0 * (C - 1) * w / C;
     double exchange = (ex_nic > ex_wan ? ex_nic : ex_wan) + d, homed = (ho_nic > ho_wan ? ho_nic : ho_wan) + 2 * d;
     return exchange >= 0.9 * homed;
 }
