@@ -5,6 +5,8 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
+from ..rules import format_bytes
+
 TRAFFIC_COLUMNS = ["time_ms", "link", "dir", "bytes", "packets", "drops", "queue_bytes"]
 
 
@@ -281,11 +283,3 @@ def sweep(document: dict, out_dir: Path, stem: str = "sweep") -> list[str]:
     if not written:
         raise PlotError("the sweep varies no axis (one point)")
     return written
-
-
-def format_bytes(n: int) -> str:
-    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} B"
-

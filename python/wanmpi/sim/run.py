@@ -184,9 +184,7 @@ def prepared(t: Topology, overrides: platform.Overrides, send_overhead: float | 
     """The simulated topology (every route checked before anything is built),
     the send overhead, and build/smpi made."""
     sim = platform.simulated(t, overrides)
-    for a in sim.clusters:
-        for b in sim.clusters:
-            platform.route(sim, a.name, b.name)
+    platform.check_routes(sim)
     build()
     return sim, default_send_overhead(sim) if send_overhead is None else send_overhead
 

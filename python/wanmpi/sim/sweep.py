@@ -45,8 +45,8 @@ from pathlib import Path
 from .. import units
 from ..bench.bounds import lower_bound
 from ..bench.cases import BenchError, Record
-from ..bench.plot import format_bytes
 from ..bench.results import exit_status, finish, now_iso
+from ..rules import format_bytes
 from ..topo.reader import load
 from . import platform, run
 
@@ -114,7 +114,7 @@ PARSERS = {"sites": _sites, "nodes_per_cluster": _nodes, "nic_rate": units.parse
            "wan_rate": units.parse_rate, "delay": units.parse_duration_us}
 
 
-def _point(source: str, values: dict) -> Point:
+def _point(values: dict) -> Point:
     return Point(values["sites"], values["nodes_per_cluster"], values["nic_rate"], values["wan_rate"],
                  values["delay"])
 
@@ -154,11 +154,11 @@ def load_spec(path: str | Path) -> Spec:
     if not isinstance(axes_raw, dict) or set(axes_raw) - set(AXES):
         raise SweepError(f"{source}: [axes]: unknown axis in {', '.join(sorted(axes_raw))} (axes: {', '.join(AXES)})")
     base_values = {k: _value(source, f"base.{k}", v, PARSERS[k]) for k, v in base_raw.items()}
-    base = _point(source, base_values)
+    base = _point(base_values)
     points = [base]
     for axis, values in axes_raw.items():
         for v in _list(source, f"axes.{axis}", values):
-            p = _point(source, {**base_values, axis: _value(source, f"axes.{axis}", v, PARSERS[axis])})
+            p = _point({**base_values, axis: _value(source, f"axes.{axis}", v, PARSERS[axis])})
             if p not in points:
                 points.append(p)
     topologies = _topologies(source, raw.get("topologies"), {p.sites for p in points})
@@ -311,10 +311,7 @@ def run_sweep(path: str, jobs: int, json_path: str | None) -> int:
     except SweepError as e:
         raise BenchError(str(e)) from None
     for p in spec.points:       # every platform checked before anything runs
-        sim = platform_of(spec, p)
-        for a in sim.clusters:
-            for b in sim.clusters:
-                platform.route(sim, a.name, b.name)
+        platform.check_routes(platform_of(spec, p))
     return sweep(spec, jobs, json_path)
 
 
