@@ -129,6 +129,9 @@ def test_routes_go_around_a_missing_link():
     ('[[cluster]]\nname = "a"\nhosts = ["h1"]\nnetwork = "10.0.0.0/8"\n'
      'relays = [{ host = "g", inside = "11.0.0.9", outside = "1.2.3.4" }]\n', "cluster[0].relays[0].inside",
      "not in the cluster's network"),
+    ('[[cluster]]\nname = "a"\nlan_latency = "2s"\n[[cluster]]\nname = "b"\n', "cluster[0].lan_latency",
+     "expected 0 to 1s"),
+    ('[[cluster]]\nname = "a"\nlan_latency = "soon"\n[[cluster]]\nname = "b"\n', "cluster[0].lan_latency", ""),
     (GOOD + "[relay]\nconnections = 0\n", "relay.connections", "outside [1, 64]"),
     ('[[cluster]]\nname = "a"\nrelays = 1\n[[cluster]]\nname = "b"\nrelays = 1\n[relay]\nstanding = true\n',
      "relay.standing", "only for relay hosts of real clusters"),
@@ -190,6 +193,15 @@ def test_default_lanes_are_automatic_and_rates_are_passed():
     env = libwanmpi.environment(topo.load())
     assert "WANMPI_LANES" not in env          # the library picks the measured best per collective
     assert (env["WANMPI_WAN_RATE"], env["WANMPI_NIC_RATE"]) == ("200000000", "100000000")
+
+
+def test_lan_latency_reaches_every_rank_the_slowest_clusters():
+    from wanmpi.job import libwanmpi
+    assert "WANMPI_LAN_LATENCY" not in libwanmpi.environment(topo.loads(GOOD, "t.toml"))   # libwanmpi's default
+    t = topo.loads('[[cluster]]\nname = "a"\nlan_latency = "3us"\n[[cluster]]\nname = "b"\n'
+                   'lan_latency = "0.02ms"\n[[cluster]]\nname = "c"\n', "t.toml")
+    assert [c.lan_latency_us for c in t.clusters] == [3, 20, None]
+    assert libwanmpi.environment(t)["WANMPI_LAN_LATENCY"] == "20"
 
 
 def test_rules_file_of_the_topology_is_relative_to_it_and_reaches_every_rank(tmp_path):

@@ -25,6 +25,11 @@
  * delay), the clusters form a star instead: the last C-1 ranks of R's chain
  * each feed one other cluster's chain directly (one WAN delay in all), and
  * no cluster forwards to the next.
+ * With many ranks per cluster (n hops of LAN latency against the message's
+ * time at a NIC: tree.c's model) every segment runs down a tree of fan-out
+ * f instead of the chain, laid over the chain's order (the chain's last
+ * rank a leaf), in f segments whose trees start at rotated ranks, so that
+ * every rank is inner in about one and sends the message about once.
  * Chunks are under Open MPI's TCP eager limit, so no chunk waits for a
  * rendezvous round trip across the WAN, and all receives are posted first.
  *
@@ -54,6 +59,7 @@ struct bcast {
     char *data;
     int64_t total, chunk;
     int segments;
+    int fan;            /* of the tree inside every cluster (1: the chain) */
     int star;           /* clusters fed from R directly (else in turn) */
     int *source;        /* [segments] who sends me the segment's chunks (-1: I am the root) */
     int *ndest;         /* [segments] */
@@ -107,11 +113,14 @@ static int star_sender(const struct wm_comm *wc, int root, int X, int start, int
     return wc->members[R][(ir + 1 + ((start + others - 1 - i % others) % others)) % nR];
 }
 
-/* Fills source/dest of every segment for this rank (see the chain above). */
+/* Fills source/dest of every segment for this rank (see the chain above):
+ * inside every cluster the segment's chain, or with fan-out f > 1 a tree
+ * (tree.c) over the same order, the chain's last rank one of its leaves. In
+ * R the root feeds R[0], the tree's root (the root sends every chunk once). */
 static void plan(const struct wm_comm *wc, int root, struct bcast *b)
 {
     int R = wc->cluster_of[root], nR = wc->cluster_size[R], ir = wc->index_of[root];
-    int me = wc->rank, X = wc->my_cluster, C = wc->nclusters;
+    int me = wc->rank, X = wc->my_cluster, C = wc->nclusters, f = b->fan, first, kids;
     int others = nR - 1;                        /* non-root ranks of R: R[j] = members[(ir+1+j) % nR] */
     for (int s = 0; s < b->segments; s++) {
         b->source[s] = -1;
@@ -124,19 +133,21 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
                 add_dest(b, s, R_AT(0));
         } else if (X == R) {
             int pos = (wc->my_index - ir - 1 + nR) % nR;          /* my place among R's non-roots */
-            int j = (pos - start + others) % others;              /* my place in this chain */
-            b->source[s] = j == 0 ? root : R_AT(j - 1);
-            if (j < others - 1)
-                add_dest(b, s, R_AT(j + 1));
+            int u = (pos - start + others) % others;              /* my place in this segment's tree */
+            b->source[s] = u == 0 ? root : R_AT(wm_tree_parent(u, f));
+            kids = wm_tree_children(u, others, f, &first);
+            for (int i = 0; i < kids; i++)
+                add_dest(b, s, R_AT(first + i));
         } else {
             int n = wc->cluster_size[X], e = entry(wc, X, s, b->segments);
             int j = (wc->my_index - e + n) % n, before = (X - 1 + C) % C;
-            b->source[s] = j > 0 ? wc->members[X][(e + j - 1) % n]
+            b->source[s] = j > 0 ? wc->members[X][(e + wm_tree_parent(j, f)) % n]
                          : b->star ? star_sender(wc, root, X, start, others)
                          : before == R ? wan_sender : last_of(wc, before, s, b->segments);
-            if (j < n - 1)
-                add_dest(b, s, wc->members[X][(e + j + 1) % n]);
-            else if (!b->star && (X + 1) % C != R)
+            kids = wm_tree_children(j, n, f, &first);
+            for (int i = 0; i < kids; i++)
+                add_dest(b, s, wc->members[X][(e + first + i) % n]);
+            if (j == n - 1 && !b->star && (X + 1) % C != R)
                 add_dest(b, s, wc->members[(X + 1) % C][entry(wc, (X + 1) % C, s, b->segments)]);
         }
         for (int x = 1; x < C && X == R; x++) {
@@ -218,18 +229,20 @@ int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, 
     for (int x = 0; x < wc->nclusters; x++)
         if (x != R && wc->cluster_size[x] > widest)
             widest = wc->cluster_size[x];
-    /* automatic: one chain, which measured fastest (docs/libwanmpi.md); a star one per non-root rank of R */
-    int star = star_segments(wc, b->total, nR - 1);
-    b->star = star > 0;
-    int k = star > 0 ? star : wc->lanes > 0 ? wc->lanes : 1;
-    b->segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
     /* The chain of P ranks fills in (P-1) chunk times */
     int64_t chunk = wm_fill_chunk(b->total, wc->size, 64);
     int64_t nchunks = wm_pieces(wc, b->total, chunk, 1, &b->chunk);
-    b->max_dest = wc->nclusters;
-    if (wc->nclusters >= 3)
-        wm_debug(2, "bcast: %lld bytes, clusters %s (%d segments)", (long long)b->total,
-                 b->star ? "in a star" : "in a chain", b->segments);
+    /* automatic: one chain, which measured fastest (docs/libwanmpi.md); a
+     * star one segment per non-root rank of R; trees of fan-out f as many
+     * segments, each its own tree, so that every rank is inner in about one */
+    int star = star_segments(wc, b->total, nR - 1);
+    b->star = star > 0;
+    b->fan = wm_tree_fan(b->total, b->chunk, nR > widest ? nR : widest, wc->lanes == 0);
+    int k = star > 0 ? star : wc->lanes > 0 ? wc->lanes : b->fan;
+    b->segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
+    b->max_dest = wc->nclusters + b->fan;
+    wm_debug(2, "bcast: %lld bytes, clusters %s (%d segments), fan-out %d", (long long)b->total,
+             wc->nclusters < 3 ? "two" : b->star ? "in a star" : "in a chain", b->segments, b->fan);
     b->source = calloc((size_t)b->segments, sizeof(int));
     b->ndest = calloc((size_t)b->segments, sizeof(int));
     b->dest = calloc((size_t)b->segments * (size_t)b->max_dest, sizeof(int));

@@ -222,4 +222,19 @@ int64_t wm_fill_chunk(int64_t total, int ranks, int share);
  * rate is unknown), and the one-way delay. 0 if the NIC rate or the delay is unknown. */
 int wm_link_times(int64_t bytes, double *nic_s, double *wan_s, double *delay_s);
 
+/* ---- chains or trees inside a cluster (tree.c) ---- */
+
+/* Hops from position 0 to the deepest of n positions in a heap of fan-out `fan`
+ * (1: the chain, n - 1). */
+int wm_tree_depth(int n, int fan);
+/* Position t's parent (-1 for t = 0). */
+int wm_tree_parent(int t, int fan);
+/* Position t's children among n: how many, the first at *first (the rest follow). */
+int wm_tree_children(int t, int n, int fan, int *first);
+/* The fan-out for `total` bytes in chunks of `chunk` bytes through clusters
+ * of up to n ranks: WANMPI_FAN, or the model's choice from WANMPI_NIC_RATE
+ * and WANMPI_LAN_LATENCY (1, the chain, when the rate is unknown); `rotated`:
+ * every piece has its own tree root, so no rank is inner more than others. */
+int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated);
+
 #endif

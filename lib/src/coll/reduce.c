@@ -55,7 +55,9 @@
 #include <string.h>
 
 struct piece {                  /* what this rank keeps for one piece */
-    char *slot;                 /* the partial received from my ring predecessor; the owner's P_X */
+    char *slot;                 /* the partial received from my ring predecessor (first child); the owner's P_X */
+    char *extra;                /* a tree's: the partials of my other children */
+    int kids_left;              /* partials still to come from my cluster */
     char *partial;              /* owner: [nclusters] partials from the other clusters */
     char *final;                /* owner: F, in the output staging area or its own slot */
     int partials_left;
@@ -82,7 +84,10 @@ struct red {
     struct piece *piece;        /* [pieces] */
     size_t slot_bytes;
     int homed;                  /* allreduce over 3+ clusters: piece p combined in cluster p mod C only */
+    int fan;                    /* 1: every piece's ring; more: its tree (tree.c) rooted at the owner */
 };
+
+#define MAX_KIDS 16             /* the largest fan-out (WANMPI_FAN) */
 
 /* tags: two kinds of message per piece */
 #define PARTIAL_TAG(p) ((int)(2 * (p)))
@@ -130,20 +135,38 @@ static int owner(const struct red *r, int x, int64_t p)
     return wm_lane_rank(wc, x, (int)(turn % wm_lanes(wc, x)));
 }
 
-/* My position in piece p's ring: 0 follows the owner, n-1 is the owner. */
-static int ring_position(const struct red *r, int64_t p)
-{
-    const struct wm_comm *wc = r->wc;
-    int n = wc->cluster_size[wc->my_cluster], io = wc->index_of[owner(r, wc->my_cluster, p)];
-    return (wc->my_index - io - 1 + 2 * n) % n;
-}
+/* Piece p's ways through my cluster: where my partial goes (`up`, -1: I
+ * own the piece), where partials come from (`kids`), where F comes from
+ * (`from_final`, -1 at the owner) and goes on to (`next`). The ring: a chain
+ * from the rank after the owner round to it, F on round the same way from
+ * the owner; a tree: partials up the tree to the owner at its root, F down. */
+struct ways {
+    int up, from_final, nkids, nnext;
+    int kids[MAX_KIDS], next[MAX_KIDS];
+};
 
-/* The rank at ring position j of piece p in my cluster. */
-static int ring_rank(const struct red *r, int64_t p, int j)
+static void ways(const struct red *r, int64_t p, struct ways *w)
 {
     const struct wm_comm *wc = r->wc;
     int X = wc->my_cluster, n = wc->cluster_size[X], io = wc->index_of[owner(r, X, p)];
-    return wc->members[X][(io + 1 + j) % n];
+    int t = (wc->my_index - io + n) % n;           /* 0: the owner */
+#define AT(pos) (wc->members[X][(io + (pos)) % n])
+    w->nkids = w->nnext = 0;
+    if (r->fan <= 1) {                              /* ring position j = t - 1 (mod n): the owner is n - 1 */
+        int j = (t + n - 1) % n;
+        w->up = j == n - 1 ? -1 : AT(j + 2);
+        w->from_final = j == n - 1 ? -1 : AT(j);
+        if (j > 0)
+            w->kids[w->nkids++] = AT(j);
+        if (n > 1 && (j == n - 1 || j < n - 2))
+            w->next[w->nnext++] = AT(j + 2);
+    } else {
+        int first, k = wm_tree_children(t, n, r->fan, &first);
+        w->up = w->from_final = t == 0 ? -1 : AT(wm_tree_parent(t, r->fan));
+        for (int i = 0; i < k; i++)
+            w->kids[w->nkids++] = w->next[w->nnext++] = AT(first + i);
+    }
+#undef AT
 }
 
 /* Does this rank need the final value of piece p? */
@@ -173,6 +196,16 @@ static const char *in_piece(const struct red *r, int64_t p)
 
 /* ---- the pipeline ---- */
 
+/* F of piece p (at `final`) on to my successor in the ring or my children. */
+static int send_final(struct wm_sched *s, struct red *r, int64_t p, const char *final)
+{
+    struct ways w;
+    ways(r, p, &w);
+    for (int i = 0; i < w.nnext; i++)
+        wm_sched_send(s, final, piece_count(r, p), r->type, w.next[i], FINAL_TAG(p), NULL, NULL, 0);
+    return s->err;
+}
+
 static int try_finish(struct wm_sched *s, struct red *r, int64_t p)
 {
     struct piece *pc = &r->piece[p];
@@ -191,8 +224,8 @@ static int try_finish(struct wm_sched *s, struct red *r, int64_t p)
         for (int x = 0; x < wc->nclusters; x++)
             if (x != wc->my_cluster)
                 wm_sched_send(s, pc->final, n, r->type, owner(r, x, p), FINAL_TAG(p), NULL, NULL, 0);
-    if (r->mode == WM_TO_ALL && wc->cluster_size[wc->my_cluster] > 1)
-        wm_sched_send(s, pc->final, n, r->type, ring_rank(r, p, 0), FINAL_TAG(p), NULL, NULL, 0);
+    if (r->mode == WM_TO_ALL)
+        send_final(s, r, p, pc->final);
     else if (r->mode == WM_TO_ROOT && wc->rank != r->root)
         wm_sched_send(s, pc->final, n, r->type, r->root, FINAL_TAG(p), NULL, NULL, 0);
     return s->err;
@@ -211,18 +244,26 @@ static int partial_ready(struct wm_sched *s, struct red *r, int64_t p)
     return is_home(r, wc->my_cluster, p) ? try_finish(s, r, p) : s->err;
 }
 
-/* The partial of my ring predecessor arrived: add mine, pass it on. */
-static int on_ring_partial(struct wm_sched *s, void *arg, long p)
+/* The partials of my ring predecessor or tree children are all here: add
+ * theirs and mine, pass the sum on (or, the owner, across the WAN). */
+static int on_kid_partial(struct wm_sched *s, void *arg, long p)
 {
     struct red *r = arg;
     struct piece *pc = &r->piece[p];
-    int n = piece_count(r, p), j = ring_position(r, p);
-    int rc = PMPI_Reduce_local(in_piece(r, p), pc->slot, n, r->type, r->op);
+    if (--pc->kids_left > 0)
+        return MPI_SUCCESS;
+    struct ways w;
+    ways(r, p, &w);
+    int n = piece_count(r, p), rc = MPI_SUCCESS;
+    for (int i = 1; i < w.nkids && rc == MPI_SUCCESS; i++)
+        rc = PMPI_Reduce_local(pc->extra + (size_t)(i - 1) * r->slot_bytes, pc->slot, n, r->type, r->op);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Reduce_local(in_piece(r, p), pc->slot, n, r->type, r->op);
     if (rc != MPI_SUCCESS)
         return rc;
-    if (j == r->wc->cluster_size[r->wc->my_cluster] - 1)
+    if (w.up < 0)
         return partial_ready(s, r, p);
-    return wm_sched_send(s, pc->slot, n, r->type, ring_rank(r, p, j + 1), PARTIAL_TAG(p), NULL, NULL, 0);
+    return wm_sched_send(s, pc->slot, n, r->type, w.up, PARTIAL_TAG(p), NULL, NULL, 0);
 }
 
 static int on_partial(struct wm_sched *s, void *arg, long p)
@@ -233,38 +274,34 @@ static int on_partial(struct wm_sched *s, void *arg, long p)
 }
 
 /* F arrived from the piece's home cluster (homed allreduce, at the owner):
- * start it around my cluster's ring. */
+ * start it round my cluster. */
 static int on_home_final(struct wm_sched *s, void *arg, long p)
 {
-    struct red *r = arg;
-    if (r->wc->cluster_size[r->wc->my_cluster] == 1)
-        return MPI_SUCCESS;
-    return wm_sched_send(s, out_piece(r, p), piece_count(r, p), r->type, ring_rank(r, p, 0),
-                         FINAL_TAG(p), NULL, NULL, 0);
+    return send_final(s, arg, p, out_piece(arg, p));
 }
 
-/* F arrived from my ring predecessor (allreduce): pass it on. */
+/* F arrived from my ring predecessor or tree parent: pass it on (allreduce). */
 static int on_final(struct wm_sched *s, void *arg, long p)
 {
     struct red *r = arg;
-    int j = ring_position(r, p);
-    if (r->mode != WM_TO_ALL || j >= r->wc->cluster_size[r->wc->my_cluster] - 2)
-        return MPI_SUCCESS;
-    return wm_sched_send(s, out_piece(r, p), piece_count(r, p), r->type, ring_rank(r, p, j + 1),
-                         FINAL_TAG(p), NULL, NULL, 0);
+    return r->mode == WM_TO_ALL ? send_final(s, r, p, out_piece(r, p)) : MPI_SUCCESS;
 }
 
-/* Room for the pieces: a ring slot for every piece; owners also C partials
- * and F. Returns the slab (to free), its first slot at `*next`. */
+/* Room for the pieces: a slot for every piece (what my ring predecessor or
+ * first tree child sends); a tree's inner rank also one per further child;
+ * owners also C partials and F. Returns the slab (to free), its first slot
+ * at `*next`. */
 static char *allocate_slots(struct red *r, char **next)
 {
     const struct wm_comm *wc = r->wc;
     r->slot_bytes = (size_t)(r->l.true_extent + (r->chunk - 1) * r->l.extent);
     r->piece = calloc((size_t)r->pieces, sizeof *r->piece);
-    int64_t owned = 0;
-    for (int64_t p = 0; p < r->pieces; p++)
-        owned += owner(r, wc->my_cluster, p) == wc->rank;
-    size_t slots = (size_t)r->pieces + (size_t)owned * ((size_t)wc->nclusters + 1);
+    size_t slots = (size_t)r->pieces;
+    for (int64_t p = 0; p < r->pieces; p++) {
+        struct ways w;
+        ways(r, p, &w);
+        slots += (w.up < 0 ? (size_t)wc->nclusters + 1 : 0) + (w.nkids > 1 ? (size_t)w.nkids - 1 : 0);
+    }
     char *slab = malloc(slots * r->slot_bytes);
     if (!r->piece || !slab)
         wm_fatal("out of memory: %zu slots of %zu bytes for a reduction", slots, r->slot_bytes);
@@ -272,14 +309,16 @@ static char *allocate_slots(struct red *r, char **next)
     return slab;
 }
 
-/* Posts piece p's receives and its first step on the ring; takes its slots
- * from `*next`. */
+/* Posts piece p's receives and its first step through my cluster; takes its
+ * slots from `*next`. */
 static int post_piece(struct wm_sched *s, struct red *r, int64_t p, char **next)
 {
     const struct wm_comm *wc = r->wc;
     int X = wc->my_cluster, nX = wc->cluster_size[X], C = wc->nclusters;
     struct piece *pc = &r->piece[p];
-    int n = piece_count(r, p), j = ring_position(r, p), is_owner = j == nX - 1;
+    struct ways w;
+    ways(r, p, &w);
+    int n = piece_count(r, p), is_owner = w.up < 0;
     pc->slot = *next;
     *next += r->slot_bytes;
     if (is_owner) {
@@ -300,19 +339,21 @@ static int post_piece(struct wm_sched *s, struct red *r, int64_t p, char **next)
                           (long)p);
         }
     } else if (wants_final(r, p)) {
-        int from = r->mode == WM_TO_ALL ? (j == 0 ? owner(r, X, p) : ring_rank(r, p, j - 1))
-                                        : owner(r, X, p);
+        int from = r->mode == WM_TO_ALL ? w.from_final : owner(r, X, p);
         wm_sched_recv(s, out_piece(r, p), n, r->type, from, FINAL_TAG(p), on_final, r, (long)p);
     }
     if (nX == 1) {                          /* alone in my cluster: my input is the partial */
         int rc = wm_copy_elements(pc->slot, in_piece(r, p), n, r->type, &r->l);
         return rc == MPI_SUCCESS ? partial_ready(s, r, p) : rc;
     }
-    if (j == 0)                             /* head of the ring: start it */
-        wm_sched_send(s, in_piece(r, p), n, r->type, ring_rank(r, p, 1), PARTIAL_TAG(p), NULL, NULL, 0);
-    else
-        wm_sched_recv(s, pc->slot, n, r->type, ring_rank(r, p, j - 1), PARTIAL_TAG(p), on_ring_partial,
-                      r, (long)p);
+    if (w.nkids == 0)                       /* head of the ring, leaf of the tree: start it */
+        return wm_sched_send(s, in_piece(r, p), n, r->type, w.up, PARTIAL_TAG(p), NULL, NULL, 0);
+    pc->extra = *next;
+    *next += (size_t)(w.nkids - 1) * r->slot_bytes;
+    pc->kids_left = w.nkids;
+    for (int i = 0; i < w.nkids; i++)
+        wm_sched_recv(s, i == 0 ? pc->slot : pc->extra + (size_t)(i - 1) * r->slot_bytes, n, r->type, w.kids[i],
+                      PARTIAL_TAG(p), on_kid_partial, r, (long)p);
     return MPI_SUCCESS;
 }
 
@@ -470,7 +511,7 @@ static void pace_allreduce(struct red_pacing *pc, const struct red *r)
     pc->hosts = NULL;
     pc->nhosts = 0;
     int n = wc->cluster_size[wc->my_cluster], C = wc->nclusters;
-    if (st->allreduce_rate != WM_RATE_AUTO || r->mode != WM_TO_ALL || n < 2 || st->nic_rate <= 0
+    if (st->allreduce_rate != WM_RATE_AUTO || r->mode != WM_TO_ALL || n < 2 || st->nic_rate <= 0 || r->fan > 1
         || (double)r->count * r->l.size < PACED_ALLREDUCE_BYTES || !wm_rate_available())
         return;
     double nic = st->nic_rate / 8, wan_share, lambda = ring_rate(r, wc->my_cluster, nic, &wan_share);
@@ -629,6 +670,14 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
         cut_blocks(r, counts, count, chunk_elems);
     else
         r->pieces = wm_pieces(wc, total, chunk_elems, 2, &r->chunk);
+    int widest = 1;
+    for (int x = 0; x < wc->nclusters; x++)
+        if (wc->cluster_size[x] > widest)
+            widest = wc->cluster_size[x];
+    /* every rank owns pieces (a tree root each) unless WANMPI_LANES leaves some out */
+    r->fan = wm_tree_fan(total * (int64_t)r->l.size, r->chunk * (int64_t)r->l.size, widest,
+                         wc->lanes == 0 || wc->lanes >= widest);
+    wm_debug(2, "reduction: %lld bytes, fan-out %d", (long long)(total * (int64_t)r->l.size), r->fan);
 
     /* where my results go: straight into recvbuf unless the input lives there */
     int has_output = mode == WM_TO_ALL || (mode == WM_TO_ROOT && me == root) || mode == WM_SCATTER_BLOCKS;

@@ -37,6 +37,15 @@
                                                          what measured fastest per collective
                                                          (broadcast 1 chain, the others every
                                                          rank of the cluster; docs/libwanmpi.md) */
+#define WM_ENV_LAN_LATENCY    "WANMPI_LAN_LATENCY"    /* one-way latency of a message between two
+                                                         ranks of a cluster, microseconds (integer):
+                                                         with WANMPI_NIC_RATE it chooses chains or
+                                                         trees inside clusters (coll/layout.c) */
+#define WM_DEFAULT_LAN_LATENCY 20                     /* MPI over TCP through one Ethernet switch
+                                                         (the 2x4 testbed: 8-15 us) */
+#define WM_ENV_FAN            "WANMPI_FAN"            /* the fan-out of the broadcast's and the
+                                                         reductions' trees inside clusters, 1..16
+                                                         (1: the chain); unset: chosen per call */
 #define WM_ENV_CHUNK          "WANMPI_CHUNK"          /* pipeline chunk, bytes (>= 1024) */
 #define WM_DEFAULT_CHUNK      32768                   /* under the 64 KB eager limit of Open MPI's
                                                          TCP transport: no handshake per chunk */
@@ -160,6 +169,8 @@ struct wm_settings {
     const char *wan_rates;      /* WANMPI_WAN_RATES, or NULL */
     const char *rules;          /* WANMPI_RULES, or NULL */
     int lanes;                  /* 0: automatic */
+    long long lan_latency_us;   /* WANMPI_LAN_LATENCY */
+    int fan;                    /* WANMPI_FAN; 0: automatic */
     size_t chunk, small;
     size_t ring;                /* WANMPI_ALLGATHER_RING */
     enum wm_alg alg[WM_NCOLL];

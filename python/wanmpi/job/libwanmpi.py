@@ -193,6 +193,10 @@ def environment(topo: Topology, rules: str | None = None, delay_us: int | None =
         # the rules' delay= conditions (docs/tuning.md)
         "WANMPI_WAN_DELAY": str(wan_delay_us(topo) if delay_us is None else delay_us),
     }
+    latencies = [cl.lan_latency_us for cl in topo.clusters if cl.lan_latency_us is not None]
+    if latencies:
+        # chains or trees inside the clusters (libwanmpi's coll/tree.c): the slowest LAN
+        env["WANMPI_LAN_LATENCY"] = str(max(latencies))
     if rules or c.rules:
         env["WANMPI_RULES"] = str(rules or c.rules)
     rates = wan_rates(topo)

@@ -60,6 +60,7 @@ def default_send_overhead(t: Topology) -> float:
 def smpi_options(selector: str, send_overhead: float) -> list[str]:
     x = f"{send_overhead:.4g}"
     return [f"--cfg=smpi/coll-selector:{selector}", "--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
+            f"--cfg=network/TCP-gamma:{platform.TCP_WINDOW}",
             f"--cfg=smpi/ois:0:0:{x};{SMALL_MESSAGE}:0:0", f"--cfg=smpi/os:0:0:{x};{SMALL_MESSAGE}:0:0",
             "--cfg=smpi/test:0", *QUIET_LOGS]
 
@@ -142,7 +143,8 @@ def simulate(t: Topology, program: Path, selector: str, send_overhead: float, ar
     """One smpirun of collbench on `t`: its result rows, and rank 0's
     libwanmpi statistics (`wanmpi_stats`) when it ran with libwanmpi."""
     xml, hosts = platform.write(t, work, nic_latency_us)
-    env = {**os.environ, **rank_environment(t, work if wanmpi else None), **(settings or {})}
+    env = {**os.environ, **rank_environment(t, work if wanmpi else None),
+           "WANMPI_LAN_LATENCY": str(platform.hop_latency_us(nic_latency_us)), **(settings or {})}
     command = ["nice", "-n", "19", "smpirun", "-np", str(len(t.nodes)), "-platform", str(xml),
                "-hostfile", str(hosts), *smpi_options(selector, send_overhead), str(program), *args]
     returncode, stdout, stderr = run_smpirun(command, env, work, timeout)

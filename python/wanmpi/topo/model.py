@@ -92,6 +92,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     relay_nodes: tuple[Relay, ...] = ()
     nat: bool = False       # 1:1 NAT: every node has a public address (Node.public)
+    lan_latency_us: int | None = None   # one way between two of its nodes' ranks (None: libwanmpi's default)
 
     @property
     def emulated(self) -> bool:

@@ -27,7 +27,8 @@ TESTBED_KEYS = {"mtu": 1500}
 MAX_RELAYS_PER_CLUSTER = 16
 CLUSTER_DEFAULTS = {"nodes": 4, "nic": "100Mbit", "port_buffer": "64KB",
                     "private": False, "relays": 0}
-CLUSTER_OPTIONAL = {"relay_nic", "nat"}            # relay_nic default: the cluster's nic
+CLUSTER_OPTIONAL = {"relay_nic", "nat", "lan_latency"}   # relay_nic default: the cluster's nic
+MAX_LAN_LATENCY_US = 1_000_000
 HOST_SOURCES = ("hosts", "hostfile", "slurm")     # a real cluster names its hosts with one (hosts.py)
 CLUSTER_KEYS = {"name", *HOST_SOURCES, "network", *CLUSTER_DEFAULTS, *CLUSTER_OPTIONAL}
 WAN_DEFAULTS = {"rate": "200Mbit", "delay": "10ms", "queue": "100KB", "loss": 0.0}
@@ -239,6 +240,16 @@ class _Reader:
         return str((Path(self.source).parent / value).resolve())
 
     def cluster(self, index: int, raw: object) -> Cluster:
+        cluster = self.cluster_alone(index, raw)
+        if "lan_latency" not in raw:
+            return cluster
+        key = f"cluster[{index}].lan_latency"
+        latency = self.convert(key, raw["lan_latency"], units.parse_duration_us)
+        if not 0 <= latency <= MAX_LAN_LATENCY_US:
+            raise self.fail(key, f"{raw['lan_latency']!r}: expected 0 to 1s (one way between two of its nodes)")
+        return replace(cluster, lan_latency_us=latency)
+
+    def cluster_alone(self, index: int, raw: object) -> Cluster:
         key = f"cluster[{index}]"
         raw = self.table(raw, key, CLUSTER_KEYS)
         if "name" not in raw:
