@@ -27,6 +27,12 @@ from pathlib import Path
 
 from ..topo import Node, Topology, WanLink
 
+# SimGrid caps every flow at TCP-gamma / RTT (a 4 MiB window by default:
+# 1.66 Gbit/s at 10 ms one way), per message, not per connection: one large
+# message (an MPI algorithm's) was held to it where a pipeline of small ones
+# (ours) was not. Real hosts on a long fast WAN are tuned to windows of the
+# bandwidth-delay product; this covers 100 Gbit/s at 30 ms one way (750 MB).
+TCP_WINDOW = 1 << 30
 NIC_LATENCY_US = 50                 # a host's link to its switch, by default (the feasibility study's value)
 HOST_SPEED = "1Gf"                  # flop/s; computation is not modelled (docs/scale.md, "CPU time")
 MAX_NODES_PER_CLUSTER = 1024        # the simulator's own limit (the testbed's is 200: one /24)
@@ -89,6 +95,12 @@ def check_routes(t: Topology) -> None:
     for a in t.clusters:
         for b in t.clusters:
             route(t, a.name, b.name)
+
+
+def hop_latency_us(nic_latency_us: int) -> int:
+    """The latency between two ranks of a cluster on the platform: two host
+    links (WANMPI_LAN_LATENCY for libwanmpi's chain-or-tree choice)."""
+    return 2 * nic_latency_us
 
 
 def platform_xml(t: Topology, nic_latency_us: int = NIC_LATENCY_US) -> str:
