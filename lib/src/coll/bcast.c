@@ -234,10 +234,11 @@ int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, 
     int64_t nchunks = wm_pieces(wc, b->total, chunk, 1, &b->chunk);
     /* automatic: one chain, which measured fastest (docs/libwanmpi.md); a
      * star one segment per non-root rank of R; trees of fan-out f as many
-     * segments, each its own tree, so that every rank is inner in about one */
+     * segments, each its own tree, so that every rank is inner in about one
+     * (tree.c: still f M/b at the busiest rank, measured) */
     int star = star_segments(wc, b->total, nR - 1);
     b->star = star > 0;
-    b->fan = wm_tree_fan(b->total, b->chunk, nR > widest ? nR : widest, wc->lanes == 0);
+    b->fan = wm_tree_fan(b->total, b->chunk, nR > widest ? nR : widest, 0);
     int k = star > 0 ? star : wc->lanes > 0 ? wc->lanes : b->fan;
     b->segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
     b->max_dest = wc->nclusters + b->fan;

@@ -234,7 +234,8 @@ int wm_tree_children(int t, int n, int fan, int *first);
 /* The fan-out for `total` bytes in chunks of `chunk` bytes through clusters
  * of up to n ranks: WANMPI_FAN, or the model's choice from WANMPI_NIC_RATE
  * and WANMPI_LAN_LATENCY (1, the chain, when the rate is unknown); `rotated`:
- * every piece has its own tree root, so no rank is inner more than others. */
+ * every piece has its own tree root (the reductions), so the busiest rank
+ * carries less than f times the message. */
 int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated);
 
 #endif
