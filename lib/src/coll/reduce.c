@@ -674,8 +674,11 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
     for (int x = 0; x < wc->nclusters; x++)
         if (wc->cluster_size[x] > widest)
             widest = wc->cluster_size[x];
-    /* every rank owns pieces (a tree root each) unless WANMPI_LANES leaves some out */
-    r->fan = wm_tree_fan(total * (int64_t)r->l.size, r->chunk * (int64_t)r->l.size, widest,
+    /* every rank owns pieces (a tree root each) unless WANMPI_LANES leaves some
+     * out; an allreduce moves the vector through its cluster twice (partials
+     * up, the result down) */
+    int64_t bytes = total * (int64_t)r->l.size;
+    r->fan = wm_tree_fan(mode == WM_TO_ALL ? 2 * bytes : bytes, r->chunk * (int64_t)r->l.size, widest,
                          wc->lanes == 0 || wc->lanes >= widest);
     wm_debug(2, "reduction: %lld bytes, fan-out %d", (long long)(total * (int64_t)r->l.size), r->fan);
 

@@ -27,8 +27,10 @@
  * (SimGrid, 2 x 16 ranks, 16 MiB, f = 4: 1.6 M/b; with load 1 the model
  * took that tree, 1.39x the bound against the chain's 1.22x). For the
  * reductions, whose pieces each have their own owner at the root, (1 + f)/2
- * (the same case: 1.2 M/b at f = 4, 1.19x against 1.03x). A tree is taken
- * only where its time is under 0.9 of the chain's. */
+ * (the same case: 1.2 M/b at f = 4, 1.19x against 1.03x), where an
+ * allreduce's M is twice its vector (up, then down: counted once, the model
+ * took trees at 2 x 8 that lost 3-10 %). A tree is taken only where its time
+ * is under 0.9 of the chain's. */
 #include "coll.h"
 #include "../common/settings.h"
 
