@@ -20,7 +20,7 @@ from wanmpi.cli.main import main
 from wanmpi.sim import platform, sweep
 from wanmpi.topo import TopologyError
 
-from conftest import REPO
+from conftest import REPO, WANMPI
 
 TWO = REPO / "examples" / "two-clusters.toml"
 THREE = REPO / "examples" / "three-clusters.toml"
@@ -453,6 +453,39 @@ def test_a_simulation_past_its_timeout_is_a_failed_case_and_leaves_no_process(tm
         except OSError:
             pass
     assert not orphans, orphans
+
+
+def test_wanmpi_sim_told_to_stop_ends_its_simulations(tmp_path):
+    """SIGTERM to `wanmpi sim` (a batch system ending a job) while a sweep's
+    threads wait on their smpiruns: every simulation's process group is
+    killed, none starts after, and the command exits 143 at once."""
+    spec = spec_file(tmp_path, **{'ops = ["bcast", "allreduce"]': 'ops = ["allreduce"]',
+                                  'bytes = ["64KiB", "1MiB"]': 'bytes = ["16MiB"]',
+                                  "nodes_per_cluster = 2": "nodes_per_cluster = 16"})
+    proc = subprocess.Popen([*WANMPI, "sim", "--sweep", str(spec), "--jobs", "2"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def smpiruns() -> set[str]:
+        return set(subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,    # smpirun (a shell script)
+                                  text=True).stdout.split())
+    try:
+        groups, deadline = set(), time.monotonic() + 120
+        while not groups and time.monotonic() < deadline:
+            time.sleep(0.2)
+            groups = smpiruns()
+        assert groups, "the sweep started no simulation"
+        time.sleep(1)
+        groups |= smpiruns()
+        proc.terminate()
+        assert proc.wait(timeout=60) == 143, proc.stderr.read()[-2000:]
+        time.sleep(0.5)
+        for group in groups:            # smpirun leads its group: smpimain and the ranks' helpers
+            ps = subprocess.run(["ps", "-o", "pid=,stat=", "-g", group], capture_output=True, text=True).stdout
+            left = [line for line in ps.splitlines() if not line.split()[1].startswith("Z")]   # not dead yet reaped
+            assert not left, f"process group {group} still runs {left}"
+    finally:
+        proc.kill()
+        proc.communicate()
 
 
 def test_clean_removes_a_simulation_whose_smpirun_was_killed(tmp_path, capsys):

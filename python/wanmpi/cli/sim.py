@@ -3,6 +3,7 @@ with SimGrid SMPI (sim/run.py; docs/scale.md), in `wanmpi bench`'s result
 format."""
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from .. import units
@@ -61,7 +62,23 @@ def register(commands) -> None:
     p.set_defaults(handler=cmd_sim)
 
 
+def stop_simulations(signum, frame) -> None:
+    """SIGTERM or SIGINT: end the simulations under way (their smpirun groups),
+    then leave as the signal would."""
+    run.kill_running()
+    raise SystemExit(128 + signum)
+
+
 def cmd_sim(args) -> int:
+    before = {sig: signal.signal(sig, stop_simulations) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return simulate(args)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def simulate(args) -> int:
     if args.sweep:
         return sweep.run_sweep(args.sweep, args.jobs, args.json)
     overrides = platform.Overrides(args.nodes_per_cluster, args.nic_rate, args.wan_rate, args.delay, args.nic_latency)

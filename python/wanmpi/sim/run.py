@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -112,12 +113,21 @@ def rank_environment(t: Topology, stats: Path | None) -> dict[str, str]:
     return env
 
 
+_RUNNING: set[int] = set()              # process groups of the smpiruns under way (a sweep's threads)
+_RUNNING_LOCK = threading.Lock()
+_STOPPED = threading.Event()            # kill_running was called: start no more
+
+
 def run_smpirun(command: list[str], env: dict, work: Path, timeout: float) -> tuple[int, str, str]:
     """smpirun in a process group of its own: it runs smpimain in the
     background, so on a timeout or an interrupt the whole group is killed
     (killing smpirun alone left smpimain running)."""
-    proc = subprocess.Popen(command, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    with _RUNNING_LOCK:
+        if _STOPPED.is_set():
+            raise BenchError("not started: wanmpi sim was told to stop")
+        proc = subprocess.Popen(command, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        _RUNNING.add(proc.pid)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -126,7 +136,24 @@ def run_smpirun(command: list[str], env: dict, work: Path, timeout: float) -> tu
     except BaseException:
         _kill_group(proc)
         raise
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc.pid)
     return proc.returncode, stdout, stderr
+
+
+def kill_running() -> None:
+    """Ends every smpirun under way, whole process groups: `wanmpi sim`
+    told to stop (SIGTERM, SIGINT) while a sweep's threads wait on them,
+    which no exception in the main thread reaches."""
+    with _RUNNING_LOCK:
+        _STOPPED.set()
+        groups = list(_RUNNING)
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
