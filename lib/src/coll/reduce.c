@@ -680,7 +680,7 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
     int64_t bytes = total * (int64_t)r->l.size;
     r->fan = wm_tree_fan(mode == WM_TO_ALL ? 2 * bytes : bytes, r->chunk * (int64_t)r->l.size, widest,
                          wc->lanes == 0 || wc->lanes >= widest);
-    wm_debug(2, "reduction: %lld bytes, fan-out %d", (long long)(total * (int64_t)r->l.size), r->fan);
+    wm_debug(2, "reduction: %lld bytes, fan-out %d", (long long)bytes, r->fan);
 
     /* where my results go: straight into recvbuf unless the input lives there */
     int has_output = mode == WM_TO_ALL || (mode == WM_TO_ROOT && me == root) || mode == WM_SCATTER_BLOCKS;

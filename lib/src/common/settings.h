@@ -40,7 +40,7 @@
 #define WM_ENV_LAN_LATENCY    "WANMPI_LAN_LATENCY"    /* one-way latency of a message between two
                                                          ranks of a cluster, microseconds (integer):
                                                          with WANMPI_NIC_RATE it chooses chains or
-                                                         trees inside clusters (coll/layout.c) */
+                                                         trees inside clusters (coll/tree.c) */
 #define WM_DEFAULT_LAN_LATENCY 20                     /* MPI over TCP through one Ethernet switch
                                                          (the 2x4 testbed: 8-15 us) */
 #define WM_ENV_FAN            "WANMPI_FAN"            /* the fan-out of the broadcast's and the
