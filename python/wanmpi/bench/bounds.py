@@ -24,8 +24,10 @@ among the ranks' nodes, P: ranks):
                        irregular blocks taken as equal)
   other operations     max(M/b, WAN for M into every cluster) + d
 
-"Its links" is the sum of the rates of the cluster's WAN links: a cut, so the
-bound holds however the traffic is routed. For two clusters with one link of
+"Its links" is the sum of the rates of the cluster's WAN links, or of its
+relays' NICs where that is less (with relays every connection between
+clusters goes through one of them): a cut, so the bound holds however the
+traffic is routed. For two clusters with one link of
 rate B these are the design note's formulas (bcast max(M/b, M/B) + d).
 """
 from __future__ import annotations
@@ -43,7 +45,7 @@ def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms:
         op = op[1:]                 # a nonblocking call waited for at once: the blocking call's bound
     per_cluster = Counter(n.cluster for n in nodes)
     b = min(topo.cluster(c).nic_bps for c in per_cluster) / 8
-    wan = {c: sum(l.rate_bps for l in topo.links_of(c)) / 8 for c in per_cluster}
+    wan = {c: _cut_bps(topo, c) / 8 for c in per_cluster}
     d = delay_ms / 1000 if len(per_cluster) > 1 else 0.0
     if op == "allreduce":
         local = 2 * size * (ranks - 1) / (ranks * b)
@@ -62,6 +64,14 @@ def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms:
         local = size / b
         cut = {c: size for c in per_cluster}
     return _bound(local, local, cut, wan, d)
+
+
+def _cut_bps(topo: Topology, cluster: str) -> int:
+    """What a cluster can send to (or receive from) the others at once: its WAN
+    links, or its relays' NICs (each way) where they carry less."""
+    links = sum(l.rate_bps for l in topo.links_of(cluster))
+    relays = topo.cluster(cluster).relay_nodes
+    return min(links, sum(r.nic_bps for r in relays)) if relays else links
 
 
 def _bound(local: float, remote: float, cut: dict, wan: dict, d: float) -> float:

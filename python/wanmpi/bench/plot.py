@@ -250,7 +250,7 @@ def pacing(summary: list[dict], out_dir: Path, stem: str = "pacing") -> list[str
 
 
 SWEEP_AXES = (("sites", "sites"), ("nodes_per_cluster", "nodes per site"), ("nic_bps", "NIC rate (Gbit/s)"),
-              ("wan_bps", "WAN rate (Gbit/s)"), ("delay_ms", "one-way delay (ms)"))
+              ("wan_bps", "WAN rate (Gbit/s)"), ("delay_ms", "one-way delay (ms)"), ("relays", "relays per site"))
 
 
 def sweep(document: dict, out_dir: Path, stem: str = "sweep") -> list[str]:
@@ -263,12 +263,12 @@ def sweep(document: dict, out_dir: Path, stem: str = "sweep") -> list[str]:
     if not rows:
         raise PlotError("the sweep has no summary rows to draw")
     keys = [k for k, _ in SWEEP_AXES]
-    base = {k: rows[0][k] for k in keys}
+    base = {k: rows[0].get(k) for k in keys}
     variants = [k[:-2] for k in rows[0] if k.endswith("_s") and k != "bound_s"]
     written = []
     for axis, label in SWEEP_AXES:
-        mine = [r for r in rows if all(r[k] == base[k] for k in keys if k != axis)]
-        if len({r[axis] for r in mine}) < 2:
+        mine = [r for r in rows if all(r.get(k) == base[k] for k in keys if k != axis)]
+        if len({r.get(axis) for r in mine}) < 2:
             continue
         plotted = []
         for r in mine:

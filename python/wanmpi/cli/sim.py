@@ -27,6 +27,12 @@ def register(commands) -> None:
     p.add_argument("--nic-latency", type=quantity("--nic-latency", units.parse_duration_us), metavar="DURATION",
                    help="one-way latency of every node's link to its switch, e.g. 5us (a hop inside a cluster: "
                         f"twice that; default: {platform.NIC_LATENCY_US}us)")
+    p.add_argument("--relays", type=count("--relays", 0), metavar="N",
+                   help="relays in every cluster, every connection between clusters through one of each "
+                        "(trunking: relay k pairs with relay k; 0: none; default: the topology's)")
+    p.add_argument("--relay-nic", type=quantity("--relay-nic", units.parse_rate), metavar="RATE",
+                   help="every relay's NIC rate (default: the topology's relays' rate; relays the topology has "
+                        "not: the nodes' NIC rate)")
     p.add_argument("--coll", nargs="+", type=names("--coll", run.OPS, unique=True), default=[["bcast"]],
                    metavar="OP", help=f"collectives, among {', '.join(run.OPS)} (default: bcast)")
     p.add_argument("--bytes", nargs="+", type=quantity("--bytes", units.parse_size), default=[4 << 20],
@@ -81,7 +87,8 @@ def cmd_sim(args) -> int:
 def simulate(args) -> int:
     if args.sweep:
         return sweep.run_sweep(args.sweep, args.jobs, args.json)
-    overrides = platform.Overrides(args.nodes_per_cluster, args.nic_rate, args.wan_rate, args.delay, args.nic_latency)
+    overrides = platform.Overrides(args.nodes_per_cluster, args.nic_rate, args.wan_rate, args.delay, args.nic_latency,
+                                   args.relays, args.relay_nic)
     t = topology_for(args)
     if args.platform_only:
         sim = platform.simulated(t, overrides)

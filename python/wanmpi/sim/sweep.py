@@ -27,6 +27,10 @@ a time: the full product of 3 site counts x 4 node counts x 3 NICs x 3 WANs x
     nodes_per_cluster = [4, 64]
     delay = ["1ms", "30ms"]
 
+`relays` (per site; 0: none) is an axis too, and may be set in [base]
+(unset: the topology's relays): every connection between sites then goes
+through a relay of each (sim/relayed.py).
+
 Each (point, variant) is one smpirun of collbench over every op and size,
 with the calls started together on the simulated clock (collbench --start
 clock). Summary rows: one per point, op and size, with every variant's
@@ -47,10 +51,11 @@ from ..bench.bounds import lower_bound
 from ..bench.cases import BenchError, Record
 from ..bench.results import exit_status, finish, now_iso
 from ..rules import format_bytes
-from ..topo.reader import load
+from ..topo.reader import MAX_RELAYS_PER_CLUSTER, load
 from . import platform, run
 
 AXES = ("sites", "nodes_per_cluster", "nic_rate", "wan_rate", "delay")
+OPTIONAL_AXES = ("relays",)     # unset: the topology's
 KEYS = {"ops", "bytes", "selectors", "timeout", "max_memory", "topologies", "base", "axes", "settings", "nic_latency"}
 BUFFERS_PER_RANK = 4            # collbench's two, libwanmpi's staging, SMPI's copies in flight
 
@@ -66,14 +71,17 @@ class Point:
     nic_bps: int
     wan_bps: int
     delay_us: int
+    relays: int | None = None
 
     def label(self) -> str:
+        relays = "" if self.relays is None else f", {self.relays} relays"
         return (f"{self.sites} sites x {self.nodes_per_cluster}, NIC {units.format_rate(self.nic_bps)}, "
-                f"WAN {units.format_rate(self.wan_bps)}, {self.delay_us / 1000:g} ms")
+                f"WAN {units.format_rate(self.wan_bps)}, {self.delay_us / 1000:g} ms{relays}")
 
     def as_dict(self) -> dict:
+        relays = {} if self.relays is None else {"relays": self.relays}
         return {"sites": self.sites, "nodes_per_cluster": self.nodes_per_cluster, "nic_bps": self.nic_bps,
-                "wan_bps": self.wan_bps, "delay_ms": self.delay_us / 1000}
+                "wan_bps": self.wan_bps, "delay_ms": self.delay_us / 1000, **relays}
 
 
 @dataclass(frozen=True)
@@ -110,13 +118,19 @@ def _nodes(raw) -> int:
     return raw
 
 
+def _relays(raw) -> int:
+    if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= MAX_RELAYS_PER_CLUSTER:
+        raise ValueError(f"a whole number of relays per site in [0, {MAX_RELAYS_PER_CLUSTER}]")
+    return raw
+
+
 PARSERS = {"sites": _sites, "nodes_per_cluster": _nodes, "nic_rate": units.parse_rate,
-           "wan_rate": units.parse_rate, "delay": units.parse_duration_us}
+           "wan_rate": units.parse_rate, "delay": units.parse_duration_us, "relays": _relays}
 
 
 def _point(values: dict) -> Point:
     return Point(values["sites"], values["nodes_per_cluster"], values["nic_rate"], values["wan_rate"],
-                 values["delay"])
+                 values["delay"], values.get("relays"))
 
 
 def _list(source: str, key: str, raw) -> list:
@@ -149,10 +163,12 @@ def load_spec(path: str | Path) -> Spec:
     timeout = _value(source, "timeout", raw.get("timeout", "1800s"), units.parse_duration_us) / 1e6
     memory = _value(source, "max_memory", raw.get("max_memory", "16GiB"), units.parse_size)
     base_raw, axes_raw = raw.get("base"), raw.get("axes", {})
-    if not isinstance(base_raw, dict) or set(base_raw) != set(AXES):
-        raise SweepError(f"{source}: [base] must set exactly {', '.join(AXES)}")
-    if not isinstance(axes_raw, dict) or set(axes_raw) - set(AXES):
-        raise SweepError(f"{source}: [axes]: unknown axis in {', '.join(sorted(axes_raw))} (axes: {', '.join(AXES)})")
+    if not isinstance(base_raw, dict) or not set(AXES) <= set(base_raw) <= set(AXES + OPTIONAL_AXES):
+        raise SweepError(f"{source}: [base] must set exactly {', '.join(AXES)} (and may set "
+                         f"{', '.join(OPTIONAL_AXES)})")
+    if not isinstance(axes_raw, dict) or set(axes_raw) - set(AXES + OPTIONAL_AXES):
+        raise SweepError(f"{source}: [axes]: unknown axis in {', '.join(sorted(axes_raw))} "
+                         f"(axes: {', '.join(AXES + OPTIONAL_AXES)})")
     base_values = {k: _value(source, f"base.{k}", v, PARSERS[k]) for k, v in base_raw.items()}
     base = _point(base_values)
     points = [base]
@@ -205,7 +221,7 @@ def _topologies(source: str, raw, needed: set[int]) -> dict:
 
 
 def platform_of(spec: Spec, p: Point):
-    o = platform.Overrides(p.nodes_per_cluster, p.nic_bps, p.wan_bps, p.delay_us)
+    o = platform.Overrides(p.nodes_per_cluster, p.nic_bps, p.wan_bps, p.delay_us, relays=p.relays)
     return platform.simulated(spec.topologies[p.sites], o)
 
 
@@ -274,7 +290,9 @@ def print_summary(rows: list[dict], others: list[str]) -> None:
         ours = f"{r['wanmpi_s']:.4f} ({r['wanmpi_of_bound']:.2f}x)" if r.get("wanmpi_s") else "-"
         ratio = f"{r['best_mpi_over_wanmpi']:.2f}" if r.get("best_mpi_over_wanmpi") else "-"
         print(f"{r['sites']}x{r['nodes_per_cluster']} {units.format_rate(r['nic_bps'])}/"
-              f"{units.format_rate(r['wan_bps'])} {r['delay_ms']:g}ms | {r['op']} {format_bytes(r['bytes'])} | "
+              f"{units.format_rate(r['wan_bps'])} {r['delay_ms']:g}ms"
+              f"{'' if r.get('relays') is None else ' ' + str(r['relays']) + ' relays'} | {r['op']} "
+              f"{format_bytes(r['bytes'])} | "
               f"{r['bound_s']:.4f} | {ours} | " + " | ".join(cells) + f" | {ratio}")
 
 
