@@ -2,7 +2,7 @@
  *
  * Usage: collbench [--ops bcast,allreduce,...] [--sizes 1K,64K,1M,...]
  *                  [--iters N] [--warmup N] [--root R] [--budget SECONDS]
- *                  [--start barrier|clock]
+ *                  [--start barrier|clock] [--shared-from SIZE]
  * For each operation and size (bytes, or with a K, M or G suffix: powers of 1024),
  * every iteration starts after the MPI library's own barrier (PMPI_Barrier: the
  * same start under every libwanmpi setting, so rooted calls are compared from
@@ -19,7 +19,10 @@
  * "min_s", "median_s", "max_s", "start_skew_s", "late_starts"}.
  * The first iteration's result is checked exactly (the job fails with status
  * 3 if it is wrong). --budget stops repeating a size once its iterations have
- * taken that long (at least one timed iteration always runs).
+ * taken that long (at least one timed iteration always runs). Under SimGrid
+ * SMPI only, --shared-from SIZE gives sizes from SIZE up buffers that every
+ * rank shares (SMPI_SHARED_MALLOC: 256 MiB on 16 ranks without 16 x 256 MiB
+ * of memory); their results cannot be checked ("checked": false).
  * Operations: bcast, allreduce, reduce, allgather, allgatherv, reduce_scatter_block,
  * reduce_scatter, barrier, alltoall, alltoallv, gather, gatherv, scatter, scatterv, scan, exscan;
  * and ibcast, iallreduce, iallgather, ialltoall: the nonblocking call, then
@@ -38,6 +41,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#ifdef SMPI_SHARED_MALLOC
+#define SHARED_BUFFERS 1
+#else
+#define SHARED_BUFFERS 0
+#define SMPI_SHARED_MALLOC(bytes) NULL
+#define SMPI_SHARED_FREE(p) ((void)(p))
+#endif
 
 /* The clock every rank shares: simulated time under SimGrid SMPI, else the
  * host's CLOCK_MONOTONIC (the same for every network namespace of one kernel). */
@@ -90,7 +101,7 @@ static int usage(int rank, const char *why)
 {
     if (rank == 0)
         fprintf(stderr, "collbench: %s\nusage: collbench [--ops LIST] [--sizes LIST] [--iters N] "
-                "[--warmup N] [--root R] [--budget SECONDS] [--start barrier|clock]\n", why);
+                "[--warmup N] [--root R] [--budget SECONDS] [--start barrier|clock] [--shared-from SIZE]\n", why);
     MPI_Finalize();
     return 2;
 }
@@ -316,12 +327,13 @@ struct options {
     const char *ops, *sizes;
     int iters, warmup, root, clock_start;
     double budget;
+    long shared_from;   /* sizes from here up in buffers all ranks share (SMPI); 0: none */
 };
 
 /* The command line into `o`; NULL, or what is wrong with it. */
 static const char *parse_options(int argc, char **argv, int size, struct options *o)
 {
-    *o = (struct options){"bcast,allreduce", "1K,64K,1M", 5, 1, 0, 0, 1e9};
+    *o = (struct options){"bcast,allreduce", "1K,64K,1M", 5, 1, 0, 0, 1e9, 0};
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             return "every option needs a value";
@@ -334,6 +346,12 @@ static const char *parse_options(int argc, char **argv, int size, struct options
         else if (!strcmp(argv[i], "--start") && (!strcmp(argv[i + 1], "barrier") || !strcmp(argv[i + 1], "clock")))
             o->clock_start = !strcmp(argv[++i], "clock");
         else if (!strcmp(argv[i], "--start")) return "--start is barrier or clock";
+        else if (!strcmp(argv[i], "--shared-from")) {
+            if (!SHARED_BUFFERS)
+                return "--shared-from needs SimGrid SMPI (a collbench built with smpicc)";
+            if ((o->shared_from = parse_size(argv[++i])) <= 0)
+                return "--shared-from must be a size above 0";
+        }
         else return "unknown option";
     }
     if (o->iters < 1 || o->warmup < 0 || o->root < 0 || o->root >= size || o->budget <= 0)
@@ -410,12 +428,18 @@ int main(int argc, char **argv)
             if (!strcmp(op, "allgather") || !strcmp(op, "reduce_scatter_block") || !strncmp(op, "alltoall", 8) ||
                 !strcmp(op, "gather") || !strcmp(op, "scatter"))
                 n = n / size * size;
-            int *a = malloc((size_t)(n + 1) * sizeof(int)), *b = malloc((size_t)(n + 1) * sizeof(int));
+            int shared = o.shared_from > 0 && bytes >= o.shared_from;
+            int *a = shared ? SMPI_SHARED_MALLOC((size_t)(n + 1) * sizeof(int)) : malloc((size_t)(n + 1) * sizeof(int));
+            int *b = shared ? SMPI_SHARED_MALLOC((size_t)(n + 1) * sizeof(int)) : malloc((size_t)(n + 1) * sizeof(int));
+            if (!a || !b) {
+                fprintf(stderr, "collbench: no memory for two buffers of %ld bytes\n", bytes);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
             double *times = malloc((size_t)iters * sizeof(double)), *skews = malloc((size_t)iters * sizeof(double));
             double spent = 0;
             int done = 0, late = 0;
             for (int it = 0; it < warmup + iters; it++) {
-                struct timing t = timed(op, a, b, n, root, rank, size, it == 0, clock_start);
+                struct timing t = timed(op, a, b, n, root, rank, size, it == 0 && !shared, clock_start);
                 if (it == 0) {
                     int all_ok;
                     PMPI_Allreduce(&t.ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
@@ -441,13 +465,19 @@ int main(int argc, char **argv)
                 qsort(times, (size_t)done, sizeof(double), cmp_double);
                 printf("{\"op\": \"%s\", \"bytes\": %ld, \"ranks\": %d, \"iters\": %d, \"min_s\": %.6f, "
                        "\"median_s\": %.6f, \"max_s\": %.6f, \"start\": \"%s\", \"start_skew_s\": %.6f, "
-                       "\"late_starts\": %d}\n", op, n * (long)sizeof(int), size, done, times[0],
-                       median(times, done), times[done - 1], clock_start ? "clock" : "barrier", skew, late);
+                       "\"late_starts\": %d, \"checked\": %s}\n", op, n * (long)sizeof(int), size, done, times[0],
+                       median(times, done), times[done - 1], clock_start ? "clock" : "barrier", skew, late,
+                       shared ? "false" : "true");
                 fflush(stdout);
             }
             free(skews);
-            free(a);
-            free(b);
+            if (shared) {
+                SMPI_SHARED_FREE(a);
+                SMPI_SHARED_FREE(b);
+            } else {
+                free(a);
+                free(b);
+            }
             free(times);
         }
         free(size_list);

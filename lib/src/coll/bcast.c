@@ -28,8 +28,9 @@
  * With many ranks per cluster (n hops of LAN latency against the message's
  * time at a NIC: tree.c's model) every segment runs down a tree of fan-out
  * f instead of the chain, laid over the chain's order (the chain's last
- * rank a leaf), in f segments whose trees start at rotated ranks, so that
- * every rank is inner in about one and sends the message about once.
+ * rank a leaf), in f segments whose trees start ceil((n-1)/f) ranks apart,
+ * so that every rank is inner in at most about one and sends the message
+ * about once (tree.c computes the busiest rank's load from this layout).
  * Chunks are under Open MPI's TCP eager limit, so no chunk waits for a
  * rendezvous round trip across the WAN, and all receives are posted first.
  *
@@ -88,18 +89,34 @@ static void add_dest(struct bcast *b, int seg, int rank)
     b->dest[seg * b->max_dest + b->ndest[seg]++] = rank;
 }
 
-/* Entry rank of segment s in cluster x. */
-static int entry(const struct wm_comm *wc, int x, int s, int segments)
+/* Entry rank of segment s in cluster x (tree.c: spread so that trees'
+ * inner ranks do not overlap). */
+static int entry(const struct wm_comm *wc, int x, int s, int segments, int fan)
 {
-    int n = wc->cluster_size[x];
-    return segments <= n ? (int)((int64_t)s * n / segments) : s % n;
+    return wm_tree_start(s, segments, wc->cluster_size[x], fan);
 }
 
-/* Last rank of segment s's chain in cluster x != R: the one before its entry. */
-static int last_of(const struct wm_comm *wc, int x, int s, int segments)
+/* Who sends each segment on to the next cluster, in every cluster x (R:
+ * among its non-root ranks), as a place in the order the segments' chains
+ * and trees start from (wm_tree_start): onward[x * segments + s]. The last
+ * rank of the chain; with fan-out f trees in f segments, the leaf that sends
+ * least (tree.c), so that no inner rank sends a third copy. */
+static int *onward_ranks(const struct wm_comm *wc, int root, int segments, int fan, int star)
 {
-    int n = wc->cluster_size[x];
-    return wc->members[x][(entry(wc, x, s, segments) + n - 1) % n];
+    int C = wc->nclusters, R = wc->cluster_of[root];
+    int *onward = calloc((size_t)C * (size_t)segments, sizeof *onward);
+    if (!onward)
+        wm_fatal("out of memory (broadcast plan)");
+    for (int x = 0; x < C; x++) {
+        int n = x == R ? wc->cluster_size[R] - 1 : wc->cluster_size[x];
+        if (n > 0 && fan > 1 && segments == fan && !star) {
+            wm_tree_forwarders(n, fan, onward + x * segments);
+            continue;
+        }
+        for (int s = 0; s < segments && n > 0; s++)
+            onward[x * segments + s] = (wm_tree_start(s, segments, n, fan) + n - 1) % n;
+    }
+    return onward;
 }
 
 /* The rank of R that feeds cluster X != R in a star: the last ranks of R's
@@ -115,19 +132,20 @@ static int star_sender(const struct wm_comm *wc, int root, int X, int start, int
 
 /* Fills source/dest of every segment for this rank (see the chain above):
  * inside every cluster the segment's chain, or with fan-out f > 1 a tree
- * (tree.c) over the same order, the chain's last rank one of its leaves. In
+ * (tree.c) over the same order, the rank that sends on one of its leaves. In
  * R the root feeds R[0], the tree's root (the root sends every chunk once). */
 static void plan(const struct wm_comm *wc, int root, struct bcast *b)
 {
     int R = wc->cluster_of[root], nR = wc->cluster_size[R], ir = wc->index_of[root];
-    int me = wc->rank, X = wc->my_cluster, C = wc->nclusters, f = b->fan, first, kids;
+    int me = wc->rank, X = wc->my_cluster, C = wc->nclusters, f = b->fan, first, kids, S = b->segments;
     int others = nR - 1;                        /* non-root ranks of R: R[j] = members[(ir+1+j) % nR] */
-    for (int s = 0; s < b->segments; s++) {
+    int *onward = onward_ranks(wc, root, S, f, b->star);
+    for (int s = 0; s < S; s++) {
         b->source[s] = -1;
         b->ndest[s] = 0;
-        int start = others > 0 ? (int)((int64_t)s * others / b->segments) : 0;
+        int start = wm_tree_start(s, b->segments, others, f);
 #define R_AT(j) (wc->members[R][(ir + 1 + ((start + (j)) % others)) % nR])
-        int wan_sender = others > 0 ? R_AT(others - 1) : root;
+        int wan_sender = others > 0 ? wc->members[R][(ir + 1 + onward[R * S + s]) % nR] : root;
         if (me == root) {
             if (others > 0)
                 add_dest(b, s, R_AT(0));
@@ -139,24 +157,25 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
             for (int i = 0; i < kids; i++)
                 add_dest(b, s, R_AT(first + i));
         } else {
-            int n = wc->cluster_size[X], e = entry(wc, X, s, b->segments);
+            int n = wc->cluster_size[X], e = entry(wc, X, s, b->segments, f);
             int j = (wc->my_index - e + n) % n, before = (X - 1 + C) % C;
             b->source[s] = j > 0 ? wc->members[X][(e + wm_tree_parent(j, f)) % n]
                          : b->star ? star_sender(wc, root, X, start, others)
-                         : before == R ? wan_sender : last_of(wc, before, s, b->segments);
+                         : before == R ? wan_sender : wc->members[before][onward[before * S + s]];
             kids = wm_tree_children(j, n, f, &first);
             for (int i = 0; i < kids; i++)
                 add_dest(b, s, wc->members[X][(e + first + i) % n]);
-            if (j == n - 1 && !b->star && (X + 1) % C != R)
-                add_dest(b, s, wc->members[(X + 1) % C][entry(wc, (X + 1) % C, s, b->segments)]);
+            if (wc->my_index == onward[X * S + s] && !b->star && (X + 1) % C != R)
+                add_dest(b, s, wc->members[(X + 1) % C][entry(wc, (X + 1) % C, s, b->segments, f)]);
         }
         for (int x = 1; x < C && X == R; x++) {
             int to = (R + x) % C;
             if (b->star ? me == star_sender(wc, root, to, start, others) : me == wan_sender && x == 1)
-                add_dest(b, s, wc->members[to][entry(wc, to, s, b->segments)]);
+                add_dest(b, s, wc->members[to][entry(wc, to, s, b->segments, f)]);
         }
 #undef R_AT
     }
+    free(onward);
 }
 
 /* Star of clusters or chain through them (three or more clusters), and the
@@ -234,11 +253,10 @@ int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, 
     int64_t nchunks = wm_pieces(wc, b->total, chunk, 1, &b->chunk);
     /* automatic: one chain, which measured fastest (docs/libwanmpi.md); a
      * star one segment per non-root rank of R; trees of fan-out f as many
-     * segments, each its own tree, so that every rank is inner in about one
-     * (tree.c: still f M/b at the busiest rank, measured) */
+     * segments, each its own tree, their inner ranks apart (tree.c) */
     int star = star_segments(wc, b->total, nR - 1);
     b->star = star > 0;
-    b->fan = wm_tree_fan(b->total, b->chunk, nR > widest ? nR : widest, 0);
+    b->fan = wm_bcast_fan(b->total, b->chunk, nR - 1, widest, wc->nclusters > 2 && !b->star);
     int k = star > 0 ? star : wc->lanes > 0 ? wc->lanes : b->fan;
     b->segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
     b->max_dest = wc->nclusters + b->fan;

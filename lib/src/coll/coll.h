@@ -237,5 +237,20 @@ int wm_tree_children(int t, int n, int fan, int *first);
  * every piece has its own tree root (the reductions), so the busiest rank
  * carries less than f times the message. */
 int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated);
+/* The broadcast's fan-out: the same model, the busiest rank's load computed
+ * from the layout of its trees (wm_tree_start) over the root cluster's
+ * `root_others` non-root ranks and the widest other cluster's `widest`
+ * (which sends on to a next cluster if `onward`); only fan-outs whose copies
+ * across leave from ranks that send nothing inside the cluster. */
+int wm_bcast_fan(int64_t total, int64_t chunk, int root_others, int widest, int onward);
+/* Where segment s of `segments` starts among n ranks: evenly spread, or with
+ * `fan` trees of fan-out `fan` > 1, ceil((n-1)/fan) apart (inner positions
+ * that do not overlap). */
+int wm_tree_start(int s, int segments, int n, int fan);
+/* The broadcast's `fan` trees over n ranks, started by wm_tree_start: for
+ * each tree the rank (its place in the cluster's order, as wm_tree_start's)
+ * that sends its segment on to the next cluster, the leaf sending least so
+ * far; returns the busiest rank's copies of the message. */
+double wm_tree_forwarders(int n, int fan, int *forwarder);
 
 #endif

@@ -21,18 +21,27 @@
  *
  *   T(f) = load(f) M / b + 2 depth(f, n) (f c / b + L)
  *
- * load(f) = f for the broadcast: its inner ranks send every chunk f times.
- * Its f segments start their trees at rotated ranks, so each rank is inner
- * in about one, which would make the load 1, but measured it is not
- * (SimGrid, 2 x 16 ranks, 16 MiB, f = 4: 1.6 M/b; with load 1 the model
- * took that tree, 1.39x the bound against the chain's 1.22x). For the
- * reductions, whose pieces each have their own owner at the root, (1 + f)/2
- * (the same case: 1.2 M/b at f = 4, 1.19x against 1.03x), where an
- * allreduce's M is twice its vector (up, then down: counted once, the model
- * took trees at 2 x 8 that lost 3-10 %). A tree is taken only where its time
+ * load(f) for the broadcast is computed from its layout: its f segments
+ * start their trees ceil((n-1)/f) positions apart (wm_tree_start), so their
+ * inner positions barely overlap, and each tree's copy on to the next
+ * cluster leaves from a leaf of every tree where one is left over
+ * (wm_tree_forwarders); the busiest rank's copies over all f trees: 1 M/b
+ * for f = 2 at every n and for f = 3, 4 where the inner positions do not
+ * overlap. A fan-out that leaves no such leaf is not taken: the copy across
+ * would share a NIC with local ones and get the smaller share (bcast_load).
+ * Trees started n/f apart, each sending on from its last position,
+ * overlapped (2 x 16 ranks, f = 4: a rank inner in two trees, 1.5 M/b;
+ * SimGrid measured 1.6 M/b, 1.39x the bound against the chain's 1.22x). For
+ * the reductions, whose pieces each have their own owner at the root, the
+ * load is (1 + f)/2 (measured: 1.2 M/b at f = 4, 1.19x against 1.03x), where
+ * an allreduce's M is twice its vector (up, then down: counted once, the
+ * model took trees at 2 x 8 that lost 3-10 %). A tree is taken only where its time
  * is under 0.9 of the chain's. */
 #include "coll.h"
+#include "../common/log.h"
 #include "../common/settings.h"
+
+#include <stdlib.h>
 
 #define MAX_AUTO_FAN 4          /* more children than this: arrivals at once the model does not see */
 #define TREE_MARGIN 0.9
@@ -61,13 +70,94 @@ int wm_tree_children(int t, int n, int fan, int *first)
     return (int)((last < n ? last : n - 1) - f + 1);
 }
 
-static double tree_time(double message_s, double chunk_s, double latency_s, int n, int fan, int rotated)
+int wm_tree_start(int s, int segments, int n, int fan)
 {
-    double load = rotated ? (1 + fan) / 2.0 : fan;
+    if (n <= 0 || segments <= 0)
+        return 0;
+    if (fan > 1 && segments == fan)
+        return (int)((int64_t)s * ((n - 1 + fan - 1) / fan) % n);
+    return segments <= n ? (int)((int64_t)s * n / segments) : s % n;
+}
+
+/* The broadcast's `fan` trees over n ranks (started by wm_tree_start), each
+ * carrying 1/fan of the message: local[r] counts rank r's copies to its
+ * children (in 1/fan messages); with `forwarder`, each tree's copy on to the
+ * next cluster leaves from one of its leaves, one that sends nothing inside
+ * the cluster where there is one, else the least busy (the last position on
+ * ties), counted in across[r], and *shared = 1 where a rank does both.
+ * Returns the most copies any rank sends, in messages. */
+static double layout(int n, int fan, int *local, int *across, int *forwarder, int *shared)
+{
+    int most = 0, first;
+    for (int r = 0; r < n; r++)
+        local[r] = across[r] = 0;
+    for (int s = 0; s < fan; s++)
+        for (int t = 0, start = wm_tree_start(s, fan, n, fan); t < n; t++)
+            local[(start + t) % n] += wm_tree_children(t, n, fan, &first);
+    for (int s = 0; forwarder && s < fan; s++) {
+        int start = wm_tree_start(s, fan, n, fan), best = -1;
+        for (int t = n - 1; t >= 0; t--) {
+            int r = (start + t) % n;
+            if (wm_tree_children(t, n, fan, &first) > 0)
+                continue;
+            if (best < 0 || (local[r] > 0) < (local[best] > 0) ||
+                ((local[r] > 0) == (local[best] > 0) && local[r] + across[r] < local[best] + across[best]))
+                best = r;
+        }
+        forwarder[s] = best;
+        across[best]++;
+    }
+    for (int r = 0; r < n; r++) {
+        if (local[r] > 0 && across[r] > 0)
+            *shared = 1;
+        if (local[r] + across[r] > most)
+            most = local[r] + across[r];
+    }
+    return (double)most / fan;
+}
+
+double wm_tree_forwarders(int n, int fan, int *forwarder)
+{
+    if (n <= 1) {
+        for (int s = 0; s < fan; s++)
+            forwarder[s] = 0;
+        return 1;
+    }
+    int *counts = calloc(2 * (size_t)n, sizeof *counts), shared = 0;
+    if (!counts)
+        wm_fatal("out of memory (broadcast trees)");
+    double most = layout(n, fan, counts, counts + n, forwarder, &shared);
+    free(counts);
+    return most;
+}
+
+/* The broadcast's load with fan-out f over n ranks, the copies on to the
+ * next cluster if `onward`; 0 where a copy on must leave from a rank that
+ * also sends inside the cluster (no leaf of every tree is free): there the
+ * long connection shares that rank's NIC with short ones, and TCP (and
+ * SimGrid's model of it) gives it the smaller share, so the far cluster's
+ * tree starves until the near ones are served (2 x 16 ranks, 16 MiB, f = 3:
+ * 1.23x the bound where the layout's load of 1 promised f = 2's 1.13x). */
+static double bcast_load(int n, int fan, int onward)
+{
+    if (n <= 1)
+        return 1;
+    int *counts = calloc(2 * (size_t)n, sizeof *counts), forwarder[MAX_AUTO_FAN], shared = 0;
+    if (!counts)
+        wm_fatal("out of memory (broadcast trees)");
+    double most = layout(n, fan, counts, counts + n, onward ? forwarder : NULL, &shared);
+    free(counts);
+    return shared ? 0 : most;
+}
+
+static double tree_time(double message_s, double chunk_s, double latency_s, int n, int fan, double load)
+{
     return load * message_s + 2 * wm_tree_depth(n, fan) * (fan * chunk_s + latency_s);
 }
 
-int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated)
+/* The fan-out whose model time is least, a tree only under TREE_MARGIN of
+ * the chain; load[f] for f = 1 .. MAX_AUTO_FAN (0: not a choice). */
+static int least_time(int64_t total, int64_t chunk, int n, const double *load)
 {
     const struct wm_settings *st = wm_settings();
     if (st->fan > 0)
@@ -76,14 +166,36 @@ int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated)
         return 1;
     double m = (double)total * 8.0 / st->nic_rate, c = (double)chunk * 8.0 / st->nic_rate;
     double l = (double)st->lan_latency_us * 1e-6;
-    double chain = tree_time(m, c, l, n, 1, rotated), best = TREE_MARGIN * chain;
+    double best = TREE_MARGIN * tree_time(m, c, l, n, 1, load[1]);
     int fan = 1;
     for (int f = 2; f <= MAX_AUTO_FAN && f < n; f++) {
-        double t = tree_time(m, c, l, n, f, rotated);
-        if (t < best) {
+        double t = tree_time(m, c, l, n, f, load[f]);
+        if (load[f] > 0 && t < best) {
             best = t;
             fan = f;
         }
     }
     return fan;
+}
+
+int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated)
+{
+    double load[MAX_AUTO_FAN + 1];
+    for (int f = 1; f <= MAX_AUTO_FAN; f++)
+        load[f] = rotated ? (1 + f) / 2.0 : f;
+    return least_time(total, chunk, n, load);
+}
+
+int wm_bcast_fan(int64_t total, int64_t chunk, int root_others, int widest, int onward)
+{
+    const struct wm_settings *st = wm_settings();
+    int n = root_others + 1 > widest ? root_others + 1 : widest;
+    double load[MAX_AUTO_FAN + 1] = { 0, 1 };
+    if (st->fan > 0 || st->nic_rate <= 0 || n <= 2)
+        return least_time(total, chunk, n, load);
+    for (int f = 2; f <= MAX_AUTO_FAN; f++) {
+        double r = bcast_load(root_others, f, 1), x = bcast_load(widest, f, onward);
+        load[f] = r == 0 || x == 0 ? 0 : r > x ? r : x;
+    }
+    return least_time(total, chunk, n, load);
 }

@@ -53,6 +53,9 @@ def register(commands) -> None:
                    help="the calls start at one instant of the simulated clock (default), or as the ranks "
                         "leave the MPI's barrier, up to a WAN delay per round apart (as `wanmpi bench coll` "
                         "by default)")
+    p.add_argument("--shared-from", type=quantity("--shared-from", units.parse_size), metavar="SIZE",
+                   help="sizes from SIZE up in buffers every rank shares (SMPI_SHARED_MALLOC): hundreds of MiB "
+                        "on many ranks without the memory, results not checked")
     p.add_argument("--iters", type=count("--iters", 1), default=1,
                    help="timed iterations (default: 1; the simulation is deterministic)")
     p.add_argument("--timeout", type=positive("--timeout"), default=3600, help="seconds (default: 3600)")
@@ -100,4 +103,4 @@ def simulate(args) -> int:
                               args.send_overhead, args.json, args.timeout)
     ops = list(dict.fromkeys(op for group in args.coll for op in group))
     return run.run(t, overrides, ops, list(dict.fromkeys(args.bytes)), args.mpi_coll, not args.no_wanmpi,
-                   args.send_overhead, args.iters, args.json, args.timeout, args.start)
+                   args.send_overhead, args.iters, args.json, args.timeout, args.start, args.shared_from or 0)

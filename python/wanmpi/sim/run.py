@@ -227,18 +227,19 @@ def settings_of(sim: Topology, overrides: platform.Overrides, selector: str, wan
 
 def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[int], selector: str,
         wanmpi: bool, send_overhead: float | None, iters: int, json_path: str | None, timeout: float,
-        start: str = "clock") -> int:
-    """Build, simulate collbench, print the table and write the result document."""
+        start: str = "clock", shared_from: int = 0) -> int:
+    """Build, simulate collbench, print the table and write the result document
+    (sizes from `shared_from` up in buffers the ranks share, not checked)."""
     started_iso, started = now_iso(), time.monotonic()
     sim, overhead = prepared(t, overrides, send_overhead)
     args = ["--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", "1",
-            "--start", start]
+            "--start", start, *(["--shared-from", str(shared_from)] if shared_from else [])]
     record = simulate_case(sim, "collbench", selector, wanmpi, overhead, program("collbench", wanmpi), args, timeout,
                            nic_latency_us=overrides.nic_latency)
     results = results_of(sim, record)
     coll.print_table(results, [record.case.variant])
     settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, ops=ops, sizes=sizes, iters=iters,
-                           start=start)
+                           start=start, shared_from=shared_from)
     document = finish("sim", t, settings, [record], coll.summary(results), started_iso, started, json_path)
     return exit_status(document)
 

@@ -12,6 +12,7 @@ a time: the full product of 3 site counts x 4 node counts x 3 NICs x 3 WANs x
     selectors = ["mpich", "ompi"]      # each alone is a variant; libwanmpi runs over the first
     timeout = "1800s"                  # per simulation (one platform, one variant)
     max_memory = "16GiB"               # points whose buffers would need more are skipped
+    shared_from = "64MiB"              # sizes from here up in buffers the ranks share: not checked
     nic_latency = "50us"               # one way, each node's link to its switch (the default)
     [settings.singlelane]              # more variants: libwanmpi with these WANMPI_* settings ("wanmpi-singlelane")
     WANMPI_BCAST = "singlelane"
@@ -56,8 +57,10 @@ from . import platform, run
 
 AXES = ("sites", "nodes_per_cluster", "nic_rate", "wan_rate", "delay")
 OPTIONAL_AXES = ("relays",)     # unset: the topology's
-KEYS = {"ops", "bytes", "selectors", "timeout", "max_memory", "topologies", "base", "axes", "settings", "nic_latency"}
+KEYS = {"ops", "bytes", "selectors", "timeout", "max_memory", "topologies", "base", "axes", "settings", "nic_latency",
+        "shared_from"}
 BUFFERS_PER_RANK = 4            # collbench's two, libwanmpi's staging, SMPI's copies in flight
+STAGING_PER_RANK = 2            # with shared buffers: libwanmpi's staging and SMPI's copies in flight
 
 
 class SweepError(ValueError):
@@ -97,6 +100,7 @@ class Spec:
     points: tuple[Point, ...]
     settings: dict = field(default_factory=dict)     # {variant name: {WANMPI_*: value}}
     nic_latency_us: int = platform.NIC_LATENCY_US
+    shared_from: int = 0                             # collbench --shared-from (0: every size checked)
 
 
 def _value(source: str, key: str, raw, parse):
@@ -181,7 +185,8 @@ def load_spec(path: str | Path) -> Spec:
     return Spec(source, tuple(ops), tuple(dict.fromkeys(sizes)), tuple(selectors), timeout, memory, topologies,
                 base, tuple(points), _settings(source, raw.get("settings", {})),
                 _value(source, "nic_latency", raw.get("nic_latency", f"{platform.NIC_LATENCY_US}us"),
-                       units.parse_duration_us))
+                       units.parse_duration_us),
+                _value(source, "shared_from", raw["shared_from"], units.parse_size) if "shared_from" in raw else 0)
 
 
 def _settings(source: str, raw) -> dict:
@@ -226,7 +231,11 @@ def platform_of(spec: Spec, p: Point):
 
 
 def memory_needed(spec: Spec, p: Point) -> int:
-    return p.sites * p.nodes_per_cluster * max(spec.sizes) * BUFFERS_PER_RANK
+    """Bytes: every rank's buffers for the largest size, or for a size in
+    shared buffers, the ranks' staging and the two buffers once."""
+    ranks = p.sites * p.nodes_per_cluster
+    return max(ranks * STAGING_PER_RANK * size + 2 * size if spec.shared_from and size >= spec.shared_from
+               else ranks * BUFFERS_PER_RANK * size for size in spec.sizes)
 
 
 def variants(spec: Spec) -> list[tuple[str, bool, str | None]]:
@@ -244,7 +253,7 @@ def variant_names(spec: Spec) -> list[str]:
 def simulate_point(spec: Spec, p: Point, selector: str, wanmpi: bool, name: str | None) -> Record:
     sim = platform_of(spec, p)
     args = ["--ops", ",".join(spec.ops), "--sizes", ",".join(map(str, spec.sizes)), "--iters", "1",
-            "--warmup", "1", "--start", "clock"]
+            "--warmup", "1", "--start", "clock", *(["--shared-from", str(spec.shared_from)] if spec.shared_from else [])]
     record = run.simulate_case(sim, "collbench", selector, wanmpi, run.default_send_overhead(sim),
                                run.program("collbench", wanmpi), args, spec.timeout_s,
                                params=tuple(p.as_dict().items()), variant=name,
@@ -274,7 +283,8 @@ def summary(spec: Spec, records: list[Record]) -> list[dict]:
                 got = seconds.get((tuple(p.as_dict().items()), op, size), {})
                 bound = lower_bound(sim, op, size, list(sim.nodes), p.delay_us / 1000)
                 row = {**p.as_dict(), "ranks": len(sim.nodes), "op": op, "bytes": size, "bound_s": bound,
-                       **{f"{v}_s": got.get(v) for v in variant_names(spec)}}
+                       **{f"{v}_s": got.get(v) for v in variant_names(spec)},
+                       "checked": not (spec.shared_from and size >= spec.shared_from)}
                 best = [got[s] for s in spec.selectors if got.get(s)]
                 if got.get("wanmpi"):
                     row["wanmpi_of_bound"] = round(got["wanmpi"] / bound, 3)
@@ -317,7 +327,7 @@ def sweep(spec: Spec, jobs: int, json_path: str | None) -> int:
     settings = {"simulator": "SimGrid SMPI", "spec": spec.source, "spec_text": Path(spec.source).read_text(),
                 "jobs": jobs, "start": "clock", "skipped": skipped, "cpus": os.cpu_count(),
                 "nic_latency_us": spec.nic_latency_us,
-                "smpi_options": run.smpi_options(spec.selectors[0], 0.0)}
+                "smpi_options": run.smpi_options(spec.selectors[0], 0.0), "shared_from": spec.shared_from}
     document = finish("sim-sweep", spec.topologies[spec.base.sites], settings, records, rows, started_iso,
                       started, json_path)
     return exit_status(document)

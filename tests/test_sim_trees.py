@@ -1,0 +1,31 @@
+"""libwanmpi's trees inside clusters under SMPI (coll/tree.c, docs/scale.md
+"Trees whose inner ranks do not overlap"): where the sites form a chain and
+every site's copy on to the next leaves from a leaf of its trees (the least
+busy one, not always the last position), every broadcast is exact."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wanmpi.cli.main import main
+
+from test_sim import THREE, nothing_left_behind, testbed_lock  # noqa: F401 (fixtures)
+
+
+@pytest.mark.parametrize("fan", ["2", "3"])
+def test_trees_in_a_chain_of_sites_are_exact(tmp_path, monkeypatch, fan):
+    """Three sites of 5 and 7 ranks 100 us apart: 4 MiB goes site to site (a
+    star would send extra copies from the root's site), down trees of
+    fan-out 2 and 3; with 5 ranks and fan-out 2 the second tree's copy on
+    leaves from a leaf before its last position. collbench checks every byte."""
+    monkeypatch.setenv("WANMPI_FAN", fan)
+    for nodes in ("5", "7"):
+        out = tmp_path / f"t{nodes}.json"
+        assert main(["sim", "-t", str(THREE), "--nodes-per-cluster", nodes, "--nic-rate", "10Gbit",
+                     "--wan-rate", "100Gbit", "--delay", "100us", "--coll", "bcast", "--bytes", "4MiB", "64KiB",
+                     "--json", str(out), "--timeout", "300"]) == 0
+        document = json.loads(out.read_text())
+        assert document["counts"] == {"cases": 1, "ok": 1, "failed": 0}
+        stats = document["cases"][0]["metrics"]["wanmpi_stats"]["collectives"]["bcast"]
+        assert stats["multilane"] == stats["calls"] == 4, stats
