@@ -402,6 +402,27 @@ static struct timing timed(const char *op, int *a, int *b, long n, int root, int
     return t;
 }
 
+/* A buffer of n + 1 ints, of this rank's own or (`shared`, SMPI) the one
+ * every rank shares. */
+static int *buffer(int shared, long n)
+{
+    size_t bytes = (size_t)(n + 1) * sizeof(int);
+    int *p = shared ? SMPI_SHARED_MALLOC(bytes) : malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "collbench: no memory for a buffer of %zu bytes\n", bytes);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return p;
+}
+
+static void release(int shared, int *p)
+{
+    if (shared)
+        SMPI_SHARED_FREE(p);
+    else
+        free(p);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -429,12 +450,7 @@ int main(int argc, char **argv)
                 !strcmp(op, "gather") || !strcmp(op, "scatter"))
                 n = n / size * size;
             int shared = o.shared_from > 0 && bytes >= o.shared_from;
-            int *a = shared ? SMPI_SHARED_MALLOC((size_t)(n + 1) * sizeof(int)) : malloc((size_t)(n + 1) * sizeof(int));
-            int *b = shared ? SMPI_SHARED_MALLOC((size_t)(n + 1) * sizeof(int)) : malloc((size_t)(n + 1) * sizeof(int));
-            if (!a || !b) {
-                fprintf(stderr, "collbench: no memory for two buffers of %ld bytes\n", bytes);
-                MPI_Abort(MPI_COMM_WORLD, 2);
-            }
+            int *a = buffer(shared, n), *b = buffer(shared, n);
             double *times = malloc((size_t)iters * sizeof(double)), *skews = malloc((size_t)iters * sizeof(double));
             double spent = 0;
             int done = 0, late = 0;
@@ -471,13 +487,8 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
             free(skews);
-            if (shared) {
-                SMPI_SHARED_FREE(a);
-                SMPI_SHARED_FREE(b);
-            } else {
-                free(a);
-                free(b);
-            }
+            release(shared, a);
+            release(shared, b);
             free(times);
         }
         free(size_list);
