@@ -116,19 +116,25 @@ static double layout(int n, int fan, int *local, int *across, int *forwarder, in
     return (double)most / fan;
 }
 
-double wm_tree_forwarders(int n, int fan, int *forwarder)
+/* layout() over n > 1 ranks with its counts allocated here. */
+static double layout_of(int n, int fan, int *forwarder, int *shared)
 {
-    if (n <= 1) {
-        for (int s = 0; s < fan; s++)
-            forwarder[s] = 0;
-        return 1;
-    }
-    int *counts = calloc(2 * (size_t)n, sizeof *counts), shared = 0;
+    int *counts = calloc(2 * (size_t)n, sizeof *counts);
     if (!counts)
         wm_fatal("out of memory (broadcast trees)");
-    double most = layout(n, fan, counts, counts + n, forwarder, &shared);
+    double most = layout(n, fan, counts, counts + n, forwarder, shared);
     free(counts);
     return most;
+}
+
+double wm_tree_forwarders(int n, int fan, int *forwarder)
+{
+    int shared = 0;
+    if (n > 1)
+        return layout_of(n, fan, forwarder, &shared);
+    for (int s = 0; s < fan; s++)
+        forwarder[s] = 0;
+    return 1;
 }
 
 /* The broadcast's load with fan-out f over n ranks, the copies on to the
@@ -140,13 +146,10 @@ double wm_tree_forwarders(int n, int fan, int *forwarder)
  * 1.23x the bound where the layout's load of 1 promised f = 2's 1.13x). */
 static double bcast_load(int n, int fan, int onward)
 {
+    int forwarder[MAX_AUTO_FAN], shared = 0;
     if (n <= 1)
         return 1;
-    int *counts = calloc(2 * (size_t)n, sizeof *counts), forwarder[MAX_AUTO_FAN], shared = 0;
-    if (!counts)
-        wm_fatal("out of memory (broadcast trees)");
-    double most = layout(n, fan, counts, counts + n, onward ? forwarder : NULL, &shared);
-    free(counts);
+    double most = layout_of(n, fan, onward ? forwarder : NULL, &shared);
     return shared ? 0 : most;
 }
 
