@@ -53,6 +53,8 @@ def test_a_relayed_topology_routes_every_connection_between_clusters_through_a_r
     assert r[("priv1", "pub2")][1:3] == [("priv-relay0-in", "DOWN"), ("priv-relay0-out", "UP")]
     assert r[("priv1", "pub2")][3] == ("wan-pub-priv", "DOWN")
     assert platform.hostfile(t).split() == [n.name for n in t.nodes]
+    # no override: the file's relays, untouched
+    assert platform.simulated(t, platform.Overrides()) == t
 
 
 def test_relays_overrides_add_remove_and_rate_them():

@@ -89,7 +89,10 @@ def simulated(t: Topology, o: Overrides) -> Topology:
 def relays_of(c, o: Overrides, nic: int) -> dict:
     """The cluster's relays after the overrides: --relays N of them (none: the
     file's), each at --relay-nic, else the file's relays' rate (--nic-rate
-    leaves it), else, in a cluster the file gives none, the NIC's."""
+    leaves it), else, in a cluster the file gives none, the NIC's; neither
+    override: the file's relays as they are."""
+    if o.relays is None and o.relay_nic_bps is None:
+        return {}
     count = c.relays if o.relays is None else o.relays
     rate = o.relay_nic_bps or (c.relay_nodes[0].nic_bps if c.relay_nodes else nic)
     return {"relays": count, "relay_nodes": tuple(Relay(f"{c.name}-relay{k}", c.name, k, "", "", rate)

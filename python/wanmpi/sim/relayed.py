@@ -33,7 +33,7 @@ def relay_links(c: Cluster, k: int) -> tuple[str, str]:
     return f"{c.name}-relay{k}-in", f"{c.name}-relay{k}-out"
 
 
-def hops(t: Topology, src: Cluster, i: int, dst: Cluster, j: int, wan: list) -> list[tuple[str, str]]:
+def hops(src: Cluster, i: int, dst: Cluster, j: int, wan: list) -> list[tuple[str, str]]:
     """(link, direction) from node i of src to node j of dst; `wan` the WAN
     links between the clusters with their directions (platform.route)."""
     path = [(src.nodes[i].name, "UP")]
@@ -74,7 +74,7 @@ def zone(t: Topology, nic_latency_us: int, host_speed: str, route) -> list[str]:
                     if src is dst:
                         continue
                     links = "".join(f'<link_ctn id="{name}" direction="{d}"/>'
-                                    for name, d in hops(t, a, i, b, j, wan))
+                                    for name, d in hops(a, i, b, j, wan))
                     lines.append(f'  <route src="{src.name}" dst="{dst.name}" symmetrical="NO">{links}</route>')
     lines.append("</zone>")
     return lines
