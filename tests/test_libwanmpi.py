@@ -138,6 +138,18 @@ def test_single_lane_and_tiny_chunks_are_exact(two_clusters, mpi):
 
 
 @pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("env", [["WANMPI_WINDOW=1"], ["WANMPI_WINDOW=1", "WANMPI_FAN=3"], ["WANMPI_WINDOW=0"]])
+def test_allreduce_through_any_send_window_is_exact(two_clusters, mpi, env):
+    """The allreduce's sends inside a cluster wait in a window, oldest piece
+    first (coll/sendq.c): the smallest window (2 pieces: the strictest order,
+    through rings and trees) or none, in 1 KB pieces, give the exact results."""
+    done = run(mpi, "collcheck", "--seed", "21", "--cases", "40", "--max-bytes", "300000",
+               env=["WANMPI_CHUNK=1024", "WANMPI_SMALL=0", "WANMPI_REDUCE_SCATTER=multilane",
+                    "WANMPI_REDUCE_SCATTER_BLOCK=multilane", "WANMPI_REDUCE=multilane", *env])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("mpi", MPIS)
 def test_allgather_rings_are_exact(two_clusters, mpi):
     """The allgather(v) as rings (coll/allgather.c) at every size: one ring
     with the clusters' ranks interleaved, three rings in 1 KB pieces (a piece
@@ -446,6 +458,7 @@ def test_no_wanmpi_does_not_load_the_library(two_clusters, tmp_path):
 @pytest.mark.parametrize("setting, message", [
     ("WANMPI_LANES=0", "WANMPI_LANES=0: expected an integer from 1"),
     ("WANMPI_CHUNK=12x", "WANMPI_CHUNK=12x: expected an integer"),
+    ("WANMPI_WINDOW=-1", "WANMPI_WINDOW=-1: expected an integer from 0"),
     ("WANMPI_CHECK=yes", "WANMPI_CHECK=yes: expected 0, 1 or all"),
     ("WANMPI_BCAST=fastest", "WANMPI_BCAST=fastest: expected multilane, singlelane or mpi"),
     ("WANMPI_CLUSTER_MAP=a=10.99.0.0/24", "none of this host's addresses"),

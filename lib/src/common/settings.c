@@ -135,6 +135,7 @@ const struct wm_settings *wm_settings(void)
     settings.lanes = (int)env_integer(WM_ENV_LANES, 0, 1, 1 << 20);
     settings.lan_latency_us = env_integer(WM_ENV_LAN_LATENCY, WM_DEFAULT_LAN_LATENCY, 0, 1000000LL);
     settings.fan = (int)env_integer(WM_ENV_FAN, 0, 1, 16);
+    settings.window = env_integer(WM_ENV_WINDOW, WM_DEFAULT_WINDOW, 0, 1LL << 40);
     settings.chunk = (size_t)env_integer(WM_ENV_CHUNK, WM_DEFAULT_CHUNK, 1024, 1LL << 30);
     settings.small = (size_t)env_integer(WM_ENV_SMALL, WM_DEFAULT_SMALL, 0, 1LL << 40);
     settings.ring = (size_t)env_integer(WM_ENV_RING, WM_DEFAULT_RING, 0, 1LL << 62);

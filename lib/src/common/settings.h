@@ -46,6 +46,14 @@
 #define WM_ENV_FAN            "WANMPI_FAN"            /* the fan-out of the broadcast's and the
                                                          reductions' trees inside clusters, 1..16
                                                          (1: the chain); unset: chosen per call */
+#define WM_ENV_WINDOW         "WANMPI_WINDOW"         /* bytes a rank of a multi-lane allreduce keeps
+                                                         in the MPI library at once in sends to ranks
+                                                         of its cluster (at least 2 pieces), oldest
+                                                         piece first (coll/sendq.h); 0: no limit */
+#define WM_DEFAULT_WINDOW     (256 * 1024)            /* SMPI, 16 MiB, 10 ms: 2 x 8 ranks best at
+                                                         4-8 pieces of 32 KiB, 2 x 16 at 8-16, both
+                                                         worse at 32; 1 MiB in 8 KiB pieces: 4 too
+                                                         few, 8 and more alike (docs/scale.md) */
 #define WM_ENV_CHUNK          "WANMPI_CHUNK"          /* pipeline chunk, bytes (>= 1024) */
 #define WM_DEFAULT_CHUNK      32768                   /* under the 64 KB eager limit of Open MPI's
                                                          TCP transport: no handshake per chunk */
@@ -171,6 +179,7 @@ struct wm_settings {
     int lanes;                  /* 0: automatic */
     long long lan_latency_us;   /* WANMPI_LAN_LATENCY */
     int fan;                    /* WANMPI_FAN; 0: automatic */
+    long long window;           /* WANMPI_WINDOW, bytes; 0: no limit */
     size_t chunk, small;
     size_t ring;                /* WANMPI_ALLGATHER_RING */
     enum wm_alg alg[WM_NCOLL];

@@ -8,8 +8,19 @@ among the ranks' nodes, P: ranks):
   bcast                max(M/b, WAN) + d       every cluster other than the
                        root's receives M over its links, the root's cluster
                        sends M over its links
-  allreduce            max(2M(P-1)/(Pb), WAN) + d   every cluster receives and
-                       sends M (the others' contributions) over its links
+  allreduce            max(2M(P-1)/(Pb), M/b + d, WAN + d)   every cluster
+                       receives and sends M (the others' contributions) over
+                       its links; every rank's result depends on M bytes it
+                       can only receive after the delay, while the rest of
+                       its NIC's work can overlap that delay (the design
+                       note's 2M(P-1)/(Pb) + d is not a lower bound: ours
+                       took 0.92 of it in SMPI, 2 x 8 ranks at 10 Gbit/s,
+                       16 MiB, 10 ms; docs/scale.md)
+  allgather(v)         max(M(P-1)/(Pb), (P-n)M/(Pb) + d, WAN + d)   a rank
+                       of the smallest cluster (n ranks) receives the other
+                       clusters' (P-n)M/P after the delay; cluster c with n_c
+                       ranks takes in (P-n_c)M/P and sends out at least its
+                       own n_c M/P over its links
   alltoall(v)          max((P-1)m/b, (P-n)m/b + d, WAN + d)  m = M/P per pair:
                        cluster c with n_c ranks sends and receives n_c (P-n_c) m
                        over its links; a rank of the smallest cluster (n ranks)
@@ -48,8 +59,12 @@ def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms:
     wan = {c: _cut_bps(topo, c) / 8 for c in per_cluster}
     d = delay_ms / 1000 if len(per_cluster) > 1 else 0.0
     if op == "allreduce":
-        local = 2 * size * (ranks - 1) / (ranks * b)
         cut = {c: size for c in per_cluster}
+        return _bound(2 * size * (ranks - 1) / (ranks * b), size / b, cut, wan, d)
+    elif op in ("allgather", "allgatherv"):
+        remote = (ranks - min(per_cluster.values())) * size / (ranks * b)
+        cut = {c: max(ranks - n, n) * size / ranks for c, n in per_cluster.items()}
+        return _bound(size * (ranks - 1) / (ranks * b), remote, cut, wan, d)
     elif op in ("alltoall", "alltoallv", "alltoallw"):
         pair = size / ranks
         remote = (ranks - min(per_cluster.values())) * pair / b      # NIC time of the blocks that cross
