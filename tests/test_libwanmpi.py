@@ -138,15 +138,19 @@ def test_single_lane_and_tiny_chunks_are_exact(two_clusters, mpi):
 
 
 @pytest.mark.parametrize("mpi", MPIS)
-@pytest.mark.parametrize("env", [["WANMPI_WINDOW=1"], ["WANMPI_WINDOW=1", "WANMPI_FAN=3"], ["WANMPI_WINDOW=0"]])
-def test_allreduce_through_any_send_window_is_exact(two_clusters, mpi, env):
+@pytest.mark.parametrize("env, window", [(["WANMPI_WINDOW=1"], 2), (["WANMPI_WINDOW=1", "WANMPI_FAN=3"], 2),
+                                         (["WANMPI_WINDOW=0"], 0), ([], 256)])
+def test_allreduce_through_any_send_window_is_exact(two_clusters, mpi, env, window):
     """The allreduce's sends inside a cluster wait in a window, oldest piece
     first (coll/sendq.c): the smallest window (2 pieces: the strictest order,
-    through rings and trees) or none, in 1 KB pieces, give the exact results."""
+    through rings and trees), none, or the default 256 KiB (256 pieces of
+    1 KB), give the exact results; the other reductions take none."""
     done = run(mpi, "collcheck", "--seed", "21", "--cases", "40", "--max-bytes", "300000",
                env=["WANMPI_CHUNK=1024", "WANMPI_SMALL=0", "WANMPI_REDUCE_SCATTER=multilane",
-                    "WANMPI_REDUCE_SCATTER_BLOCK=multilane", "WANMPI_REDUCE=multilane", *env])
+                    "WANMPI_REDUCE_SCATTER_BLOCK=multilane", "WANMPI_REDUCE=multilane", "WANMPI_DEBUG=1", *env])
     assert done.returncode == 0, done.stdout + done.stderr
+    windows = set(re.findall(r"reduction: window (\d+) pieces of 1024 bytes", done.stderr))
+    assert windows == ({str(window), "0"} if window else {"0"}), windows
 
 
 @pytest.mark.parametrize("mpi", MPIS)

@@ -715,6 +715,7 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
     /* the allreduce's only: reduce 4 MiB on the testbed was 0.97-1.10x as
      * fast with it, in the noise; reduce-scatter not measured apart */
     wm_sendq_init(&r->lan, mode == WM_TO_ALL ? window_pieces(r->chunk * (long long)r->l.size) : 0);
+    wm_debug(1, "reduction: window %d pieces of %lld bytes", r->lan.window, (long long)(r->chunk * r->l.size));
     wm_sched_at_end(s, reduce_end, run);
     for (int64_t p = 0; p < r->pieces && s->err == MPI_SUCCESS; p++)
         wm_sched_fail(s, post_piece(s, r, p, &next));
