@@ -31,10 +31,10 @@
  * different pieces overlap (a pipeline); in the allreduce a rank's sends
  * inside its cluster pass a window (sendq.h, WANMPI_WINDOW), oldest piece
  * first, so the pieces it starts do not queue ahead of the partials and
- * results passing through.
- * The WAN carries each partial once per direction: the minimum. Because
- * every cluster's owner combines the same partials in the same order, every
- * rank ends with the identical result, bit for bit, also for floating point.
+ * results passing through. The WAN carries each partial once per
+ * direction: the minimum. Because every cluster's owner combines the same
+ * partials in the same order, every rank ends with the identical result,
+ * bit for bit, also for floating point.
  *
  *   piece:        p0     p1     p2 ...
  *   ring (local)  t0-t2  t1-t3  t2-t4
