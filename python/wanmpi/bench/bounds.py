@@ -61,15 +61,15 @@ def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms:
     if op == "allreduce":
         cut = {c: size for c in per_cluster}
         return _bound(2 * size * (ranks - 1) / (ranks * b), size / b, cut, wan, d)
-    elif op in ("allgather", "allgatherv"):
-        remote = (ranks - min(per_cluster.values())) * size / (ranks * b)
-        cut = {c: max(ranks - n, n) * size / ranks for c, n in per_cluster.items()}
-        return _bound(size * (ranks - 1) / (ranks * b), remote, cut, wan, d)
-    elif op in ("alltoall", "alltoallv", "alltoallw"):
+    elif op in ("allgather", "allgatherv", "alltoall", "alltoallv", "alltoallw"):
+        # a rank takes in P-1 blocks of M/P, the smallest cluster's ranks P-n of them across
         pair = size / ranks
         remote = (ranks - min(per_cluster.values())) * pair / b      # NIC time of the blocks that cross
-        return _bound((ranks - 1) * pair / b, remote, {c: n * (ranks - n) * pair for c, n in per_cluster.items()},
-                      wan, d)
+        if op.startswith("alltoall"):
+            cut = {c: n * (ranks - n) * pair for c, n in per_cluster.items()}
+        else:
+            cut = {c: max(ranks - n, n) * pair for c, n in per_cluster.items()}
+        return _bound((ranks - 1) * pair / b, remote, cut, wan, d)
     elif op in ("gather", "gatherv", "scatter", "scatterv"):
         root_cluster = nodes[0].cluster
         remote = (ranks - per_cluster[root_cluster]) * size / (ranks * b)
