@@ -43,7 +43,7 @@ def test_settings_alternate_in_rounds_and_the_best_median_of_each_counts(tmp_pat
         "\n# bcast, openmpi, 0 ms: best of ours / openmpi's own: 64:1.00 1M:0.67\n"
         "# bcast, openmpi, 10 ms: best of ours / openmpi's own: 64:1.00 1M:0.67\n"
         "bcast                mpi        mpi=openmpi clusters=2 ranks=8 bytes=-8K\n"
-        "bcast                multilane  mpi=openmpi clusters=2 ranks=8 bytes=8K-\n"
+        "bcast                multilane  mpi=openmpi clusters=2 ranks=8 bytes=8K-1048577\n"
         "\n# barrier, openmpi, 0 ms: best of ours / openmpi's own: any:1.00\n"
         "# barrier, openmpi, 10 ms: best of ours / openmpi's own: any:1.00\n"
         "barrier              mpi        mpi=openmpi clusters=2 ranks=8\n")

@@ -27,14 +27,16 @@ def test_the_header_comes_after_the_version_line():
     assert derive([cell("bcast", 8, 3, 2, 1)]).startswith("wanmpi-rules 1\n# written by a test\n#\n")
 
 
-def test_neighbouring_sizes_merge_and_ranges_split_at_the_geometric_mean():
+def test_neighbouring_sizes_merge_split_at_the_geometric_mean_and_end_with_the_largest_measured():
     text = derive([cell("bcast", 8, 3, 2, 1), cell("bcast", 512, 3, 2, 1), cell("bcast", 32768, 2, 1, 3),
                    cell("bcast", 1 << 20, 1, 2, 3), cell("bcast", 4 << 20, 1, 2, 3)])
     assert body(text) == (
         "\n# bcast, openmpi, 10 ms: best of ours / openmpi's own: 8:2.00 512:2.00 32K:0.33 1M:0.33 4M:0.33\n"
         "bcast                mpi        mpi=openmpi clusters=2 ranks=8 bytes=-4K\n"
         "bcast                singlelane mpi=openmpi clusters=2 ranks=8 bytes=4K-185364\n"
-        "bcast                multilane  mpi=openmpi clusters=2 ranks=8 bytes=185364-\n")
+        "bcast                multilane  mpi=openmpi clusters=2 ranks=8 bytes=185364-4194305\n")
+    last = rules.parse(text, "derived.rules")[-1].ranges["bytes"]
+    assert last.holds(4 << 20) and not last.holds((4 << 20) + 1)     # past 4 MiB: the built-in choice
 
 
 def test_the_mpis_own_is_kept_unless_ours_is_more_than_two_percent_faster():
@@ -48,7 +50,7 @@ def test_the_mpis_own_is_kept_unless_ours_is_more_than_two_percent_faster():
     assert body(text) == (
         "\n# allreduce, openmpi, 10 ms: best of ours / openmpi's own: 64:0.99 4K:0.97\n"
         "allreduce            mpi        mpi=openmpi clusters=2 ranks=8 bytes=-512\n"
-        "allreduce            multilane  mpi=openmpi clusters=2 ranks=8 bytes=512-\n")
+        "allreduce            multilane  mpi=openmpi clusters=2 ranks=8 bytes=512-4097\n")
 
 
 def test_delays_split_at_the_midpoint_and_alike_delays_merge():
@@ -60,15 +62,15 @@ def test_delays_split_at_the_midpoint_and_alike_delays_merge():
         "\n# reduce, openmpi, 0 ms: best of ours / openmpi's own: 64:2.00 1M:0.33\n"
         "# reduce, openmpi, 2 ms: best of ours / openmpi's own: 64:2.00 1M:0.33\n"
         "reduce               mpi        mpi=openmpi clusters=2 ranks=8 delay=-6ms bytes=-8K\n"
-        "reduce               multilane  mpi=openmpi clusters=2 ranks=8 delay=-6ms bytes=8K-\n"
+        "reduce               multilane  mpi=openmpi clusters=2 ranks=8 delay=-6ms bytes=8K-1048577\n"
         "# reduce, openmpi, 10 ms: best of ours / openmpi's own: 64:0.33 1M:0.33\n"
         "# reduce, openmpi, 20 ms: best of ours / openmpi's own: 64:0.33 1M:0.33\n"
-        "reduce               multilane  mpi=openmpi clusters=2 ranks=8 delay=6ms-\n")
+        "reduce               multilane  mpi=openmpi clusters=2 ranks=8 delay=6ms- bytes=-1048577\n")
 
 
 def test_a_delay_boundary_between_whole_milliseconds_is_written_in_microseconds():
     cells = [cell("bcast", 8, 3, 2, 1, delay=2), cell("bcast", 8, 1, 2, 3, delay=5)]
-    assert "delay=-3500us\n" in derive(cells) and "delay=3500us-\n" in derive(cells)
+    assert "delay=-3500us bytes=-9\n" in derive(cells) and "delay=3500us- bytes=-9\n" in derive(cells)
 
 
 def test_alltoall_settings_are_named_as_alltoall_algorithms_and_alltoallv_has_no_bytes():
@@ -77,7 +79,7 @@ def test_alltoall_settings_are_named_as_alltoall_algorithms_and_alltoallv_has_no
     assert body(derive(cells)) == (
         "\n# alltoall, openmpi, 10 ms: best of ours / openmpi's own: 64:2.00 1M:0.50\n"
         "alltoall             mpi        mpi=openmpi clusters=2 ranks=8 bytes=-8K\n"
-        "alltoall             paced      mpi=openmpi clusters=2 ranks=8 bytes=8K-\n"
+        "alltoall             paced      mpi=openmpi clusters=2 ranks=8 bytes=8K-1048577\n"
         "\n# alltoallv, openmpi, 10 ms: best of ours / openmpi's own: 1M:0.50\n"
         "alltoallv            scheduled  mpi=openmpi clusters=2 ranks=8\n")
 

@@ -10,7 +10,8 @@ than the MPI's own: ours must take less than (1 - MARGIN) x the MPI's time
 
 Neighbouring sizes with the same choice merge into one byte range; a
 boundary lies at the geometric mean of the measured sizes either side (the
-first range is open below, the last above). Neighbouring delays whose choices
+first range is open below; the last ends with the largest size measured:
+past it nothing was measured, and the built-in choice holds). Neighbouring delays whose choices
 are the same at every size merge too; a delay boundary lies at the midpoint
 of the measured delays either side. A range that is everything is left out
 of the rule. alltoallv, gatherv and scatterv rules have no bytes condition
@@ -98,6 +99,12 @@ def ranges(groups: list[list], boundary) -> list[Range]:
             for i, g in enumerate(groups)]
 
 
+def size_ranges(groups: list[list[int]]) -> list[Range]:
+    """The byte ranges of groups of sorted sizes: the last ends with its largest size."""
+    out = ranges(groups, size_boundary)
+    return out[:-1] + [Range(out[-1].low, groups[-1][-1] + 1)]
+
+
 def choices_by_size(cells: list[Cell]) -> list[tuple[int, Choice]]:
     """The choice at each size measured, smallest first (UNSIZED: the largest size only)."""
     chosen = [(c.bytes, choose(c.times)) for c in sorted(cells, key=lambda c: c.bytes)]
@@ -123,11 +130,11 @@ def op_rules(mpi: str, op: str, cells: list[Cell], fixed: dict[str, Range]) -> l
         if not chosen:
             continue
         size_groups = runs([b for b, _ in chosen], [ch.setting for _, ch in chosen])
-        for (sizes, setting), size_range in zip(size_groups, ranges([s for s, _ in size_groups], size_boundary)):
+        for (sizes, setting), size_range in zip(size_groups, size_ranges([s for s, _ in size_groups])):
             conditions = dict(fixed)
             if not delay_range.everything:
                 conditions["delay"] = delay_range
-            if not size_range.everything and op not in (*UNSIZED, "barrier"):
+            if op not in (*UNSIZED, "barrier"):
                 conditions["bytes"] = size_range
             lines.append(Rule(op, algorithm(op, setting), mpi, conditions).line())
     return lines

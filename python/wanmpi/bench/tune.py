@@ -113,6 +113,7 @@ def header(t: Topology, settings: dict, ranks: int, started_iso: str, command: s
         "  multi: multilane / scheduled (WANMPI_SMALL=0), single: singlelane / paced, mpi: the MPI's own",
         f"choice: the MPI's own unless the best of ours takes under {100 * (1 - MARGIN):g} % of its time",
         "  sizes merged into ranges split at the geometric mean, delays at the midpoint",
+        "  the last byte range ends with the largest size measured: past it, the built-in choice",
         "",
     ]
 
