@@ -17,7 +17,7 @@ import pytest
 
 from wanmpi import topo
 from wanmpi.cli.main import main
-from wanmpi.sim import platform, sweep
+from wanmpi.sim import platform, run, sweep
 from wanmpi.topo import TopologyError
 
 from conftest import REPO, WANMPI
@@ -335,6 +335,8 @@ def test_sweep_points_vary_one_factor_at_a_time(tmp_path):
     ({"[axes]": "frequency = 3\n[axes]"}, None),
     ({"WANMPI_BCAST": "BCAST"}, "settings.singlelane.BCAST: expected WANMPI_<NAME>"),
     ({"[settings.singlelane]": "[settings.Single]"}, "settings.Single: expected a table of WANMPI_* variables"),
+    ({'timeout = "300s"': 'timeout = "300s"\nsharing = "fair"'}, "sharing: 'fair' is not one of tcp, equal"),
+    ({'timeout = "300s"': 'timeout = "300s"\nsharing = ["equal"]'}, "sharing: ['equal'] is not one of tcp, equal"),
 ])
 def test_a_bad_sweep_spec_is_refused_naming_the_key(tmp_path, capsys, change, message):
     path = spec_file(tmp_path, **change)
@@ -433,6 +435,16 @@ def test_nic_latency_is_every_hosts_link_latency(tmp_path, capsys):
     assert "--nic-latency: '5' has no unit" in capsys.readouterr().err
     spec = sweep.load_spec(spec_file(tmp_path, **{'timeout = "300s"': 'timeout = "300s"\nnic_latency = "5us"'}))
     assert spec.nic_latency_us == 5
+
+
+def test_equal_sharing_replaces_simgrids_latency_weighted_shares(tmp_path):
+    """SimGrid shares a link among flows by their routes' latency (TCP's RTT
+    unfairness, network/weight-S 8775 by default); a spec's `sharing =
+    "equal"` gives near-equal shares, as paced senders would get."""
+    assert not any("weight-S" in o for o in run.smpi_options("mpich", 0.0))
+    assert "--cfg=network/weight-S:1e7" in run.smpi_options("mpich", 0.0, "equal")
+    spec = sweep.load_spec(spec_file(tmp_path, **{'timeout = "300s"': 'timeout = "300s"\nsharing = "equal"'}))
+    assert spec.sharing == "equal"
 
 
 def test_a_simulation_past_its_timeout_is_a_failed_case_and_leaves_no_process(tmp_path, capsys):

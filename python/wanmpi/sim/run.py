@@ -49,6 +49,10 @@ KERNELS = ("ft", "is")              # bench/patterns.c's all-to-all kernels
 SELECTORS = ("mpich", "ompi")
 OVERHEAD_PER_NIC_BYTE = 1.0625      # the study's 8.5e-8 s/B at 100 Mbit/s (8e-8 s/B)
 SMALL_MESSAGE = 65536               # the send overhead applies up to this size
+SHARING = {                          # how flows share a link: SimGrid's default weighs them by their route's
+    "tcp": (),                       # latency (TCP's RTT unfairness); "equal": near-equal shares, as
+    "equal": ("--cfg=network/weight-S:1e7",),   # paced senders would get (libwanshim cannot load under SMPI)
+}
 QUIET_LOGS = ("--log=smpi_config.thresh:warning", "--log=xbt_cfg.thresh:warning",
               "--log=smpi_coll.thresh:warning")
 
@@ -58,12 +62,12 @@ def default_send_overhead(t: Topology) -> float:
     return OVERHEAD_PER_NIC_BYTE * 8 / min(c.nic_bps for c in t.clusters)
 
 
-def smpi_options(selector: str, send_overhead: float) -> list[str]:
+def smpi_options(selector: str, send_overhead: float, sharing: str = "tcp") -> list[str]:
     x = f"{send_overhead:.4g}"
     return [f"--cfg=smpi/coll-selector:{selector}", "--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
             f"--cfg=network/TCP-gamma:{platform.TCP_WINDOW}",
             f"--cfg=smpi/ois:0:0:{x};{SMALL_MESSAGE}:0:0", f"--cfg=smpi/os:0:0:{x};{SMALL_MESSAGE}:0:0",
-            "--cfg=smpi/test:0", *QUIET_LOGS]
+            "--cfg=smpi/test:0", *SHARING[sharing], *QUIET_LOGS]
 
 
 SMPI_DIR_VARIABLE = "WANMPI_SMPI_DIR"   # another build of `make smpi SMPI_DIR=...`: an older library, side by side
@@ -166,14 +170,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def simulate(t: Topology, program: Path, selector: str, send_overhead: float, args: list[str],
              work: Path, wanmpi: bool, timeout: float, settings: dict[str, str] | None = None,
-             nic_latency_us: int = platform.NIC_LATENCY_US) -> dict:
+             nic_latency_us: int = platform.NIC_LATENCY_US, sharing: str = "tcp") -> dict:
     """One smpirun of collbench on `t`: its result rows, and rank 0's
     libwanmpi statistics (`wanmpi_stats`) when it ran with libwanmpi."""
     xml, hosts = platform.write(t, work, nic_latency_us)
     env = {**os.environ, **rank_environment(t, work if wanmpi else None),
            "WANMPI_LAN_LATENCY": str(platform.hop_latency_us(nic_latency_us)), **(settings or {})}
     command = ["nice", "-n", "19", "smpirun", "-np", str(len(t.nodes)), "-platform", str(xml),
-               "-hostfile", str(hosts), *smpi_options(selector, send_overhead), str(program), *args]
+               "-hostfile", str(hosts), *smpi_options(selector, send_overhead, sharing), str(program), *args]
     returncode, stdout, stderr = run_smpirun(command, env, work, timeout)
     rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     if returncode != 0 or not rows:
@@ -188,7 +192,8 @@ def simulate(t: Topology, program: Path, selector: str, send_overhead: float, ar
 
 def simulate_case(sim: Topology, kernel: str, selector: str, wanmpi: bool, overhead: float, prog: Path,
                   args: list[str], timeout: float, params: tuple = (), variant: str | None = None,
-                  settings: dict[str, str] | None = None, nic_latency_us: int = platform.NIC_LATENCY_US) -> Record:
+                  settings: dict[str, str] | None = None, nic_latency_us: int = platform.NIC_LATENCY_US,
+                  sharing: str = "tcp") -> Record:
     """One smpirun as a case of `wanmpi bench` (variant "wanmpi", the
     selector's name, or `variant`: libwanmpi with WANMPI_* `settings`), in a
     temporary directory under build/smpi/runs."""
@@ -200,7 +205,7 @@ def simulate_case(sim: Topology, kernel: str, selector: str, wanmpi: bool, overh
     with tempfile.TemporaryDirectory(dir=smpi_dir() / "runs") as work:
         try:
             record.metrics = simulate(sim, prog, selector, overhead, args, Path(work), wanmpi, timeout, settings,
-                                      nic_latency_us)
+                                      nic_latency_us, sharing)
             record.status = "ok"
         except BenchError as e:
             record.status, record.error = "failed", str(e)

@@ -14,6 +14,7 @@ a time: the full product of 3 site counts x 4 node counts x 3 NICs x 3 WANs x
     max_memory = "16GiB"               # points whose buffers would need more are skipped
     shared_from = "64MiB"              # sizes from here up in buffers the ranks share: not checked
     nic_latency = "50us"               # one way, each node's link to its switch (the default)
+    sharing = "tcp"                    # flows share links by latency (SimGrid's default) or "equal"
     [settings.singlelane]              # more variants: libwanmpi with these WANMPI_* settings ("wanmpi-singlelane")
     WANMPI_BCAST = "singlelane"
     [topologies]                       # the topology file for each number of sites
@@ -58,7 +59,7 @@ from . import platform, run
 AXES = ("sites", "nodes_per_cluster", "nic_rate", "wan_rate", "delay")
 OPTIONAL_AXES = ("relays",)     # unset: the topology's
 KEYS = {"ops", "bytes", "selectors", "timeout", "max_memory", "topologies", "base", "axes", "settings", "nic_latency",
-        "shared_from"}
+        "shared_from", "sharing"}
 BUFFERS_PER_RANK = 4            # collbench's two, libwanmpi's staging, SMPI's copies in flight
 STAGING_PER_RANK = 2            # with shared buffers: libwanmpi's staging and SMPI's copies in flight
 
@@ -101,6 +102,7 @@ class Spec:
     settings: dict = field(default_factory=dict)     # {variant name: {WANMPI_*: value}}
     nic_latency_us: int = platform.NIC_LATENCY_US
     shared_from: int = 0                             # collbench --shared-from (0: every size checked)
+    sharing: str = "tcp"                             # run.SHARING
 
 
 def _value(source: str, key: str, raw, parse):
@@ -182,11 +184,15 @@ def load_spec(path: str | Path) -> Spec:
             if p not in points:
                 points.append(p)
     topologies = _topologies(source, raw.get("topologies"), {p.sites for p in points})
+    sharing = raw.get("sharing", "tcp")
+    if not isinstance(sharing, str) or sharing not in run.SHARING:
+        raise SweepError(f"{source}: sharing: {sharing!r} is not one of {', '.join(run.SHARING)}")
     return Spec(source, tuple(ops), tuple(dict.fromkeys(sizes)), tuple(selectors), timeout, memory, topologies,
                 base, tuple(points), _settings(source, raw.get("settings", {})),
                 _value(source, "nic_latency", raw.get("nic_latency", f"{platform.NIC_LATENCY_US}us"),
                        units.parse_duration_us),
-                _value(source, "shared_from", raw["shared_from"], units.parse_size) if "shared_from" in raw else 0)
+                _value(source, "shared_from", raw["shared_from"], units.parse_size) if "shared_from" in raw else 0,
+                sharing)
 
 
 def _settings(source: str, raw) -> dict:
@@ -258,7 +264,7 @@ def simulate_point(spec: Spec, p: Point, selector: str, wanmpi: bool, name: str 
                                run.program("collbench", wanmpi), args, spec.timeout_s,
                                params=tuple(p.as_dict().items()), variant=name,
                                settings=spec.settings.get(name) if name else None,
-                               nic_latency_us=spec.nic_latency_us)
+                               nic_latency_us=spec.nic_latency_us, sharing=spec.sharing)
     state = "ok" if record.ok else f"FAILED ({record.error})"
     print(f"  {p.label()}, {record.case.variant}: {record.seconds:.0f} s of wall time, {state}", flush=True)
     return record
@@ -327,7 +333,8 @@ def sweep(spec: Spec, jobs: int, json_path: str | None) -> int:
     settings = {"simulator": "SimGrid SMPI", "spec": spec.source, "spec_text": Path(spec.source).read_text(),
                 "jobs": jobs, "start": "clock", "skipped": skipped, "cpus": os.cpu_count(),
                 "nic_latency_us": spec.nic_latency_us,
-                "smpi_options": run.smpi_options(spec.selectors[0], 0.0), "shared_from": spec.shared_from}
+                "smpi_options": run.smpi_options(spec.selectors[0], 0.0, spec.sharing),
+                "shared_from": spec.shared_from}
     document = finish("sim-sweep", spec.topologies[spec.base.sites], settings, records, rows, started_iso,
                       started, json_path)
     return exit_status(document)
