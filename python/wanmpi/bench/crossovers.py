@@ -11,10 +11,10 @@ than the MPI's own: ours must take less than (1 - MARGIN) x the MPI's time
 Neighbouring sizes with the same choice merge into one byte range; a
 boundary lies at the geometric mean of the measured sizes either side (the
 first range is open below; the last ends with the largest size measured:
-past it nothing was measured, and the built-in choice holds). Neighbouring delays whose choices
-are the same at every size merge too; a delay boundary lies at the midpoint
-of the measured delays either side. A range that is everything is left out
-of the rule. alltoallv, gatherv and scatterv rules have no bytes condition
+past it nothing was measured, and the built-in choice holds). Neighbouring
+delays whose choices are the same at every size merge too; a delay boundary
+lies at the midpoint of the measured delays either side. A delay range that
+is everything is left out of the rule. alltoallv, gatherv and scatterv rules have no bytes condition
 (their ranks see different totals): the choice at the largest size measured
 holds for all.
 The barrier has one size (0 bytes).
