@@ -22,9 +22,13 @@
  *
  * With three or more clusters, where those delays cost more than a second
  * copy of the message at a NIC (star_of_clusters: a short message, a long
- * delay), the clusters form a star instead: the last C-1 ranks of R's chain
- * each feed one other cluster's chain directly (one WAN delay in all), and
- * no cluster forwards to the next.
+ * delay), the clusters form a star instead: the first rank of each
+ * segment's chain in R, which has the segment straight from the root,
+ * feeds every other cluster's chain directly (one WAN delay in all), and no
+ * cluster forwards to the next. Its copies across go at once; its and every
+ * rank's forwards inside the cluster wait in a window of a few chunks
+ * (sendq.h), so a backlog in R (whose ranks send 1 + (C-2)/S times the
+ * message) delays only copies that have no WAN delay ahead of them.
  * With many ranks per cluster (n hops of LAN latency against the message's
  * time at a NIC: tree.c's model) every segment runs down a tree of fan-out
  * f instead of the chain, laid over the chain's order (the chain's last
@@ -47,6 +51,7 @@
  * runs the MPI library's own broadcast inside the cluster. */
 #include "coll.h"
 #include "sched.h"
+#include "sendq.h"
 #include "../common/log.h"
 
 #include <stdlib.h>
@@ -66,6 +71,7 @@ struct bcast {
     int *ndest;         /* [segments] */
     int *dest;          /* [segments][max_dest] */
     int max_dest;
+    struct wm_sendq lan; /* my sends inside my cluster (a window in the star) */
 };
 
 static int chunk_count(const struct bcast *b, int64_t c)
@@ -74,13 +80,20 @@ static int chunk_count(const struct bcast *b, int64_t c)
     return (int)(left < b->chunk ? left : b->chunk);
 }
 
+/* Sends chunk c on: across the WAN at once, inside my cluster through the
+ * window (oldest chunk first), so that a backlog of local forwards never
+ * holds up a copy that still has a WAN delay ahead of it. */
 static int forward(struct wm_sched *s, void *arg, long c)
 {
     struct bcast *b = arg;
-    int seg = (int)(c % b->segments);
+    int seg = (int)(c % b->segments), mine = b->wc->my_cluster;
+    const int *dest = b->dest + seg * b->max_dest;
     for (int d = 0; d < b->ndest[seg]; d++)
-        wm_sched_send(s, b->data + c * b->chunk, chunk_count(b, c), MPI_BYTE,
-                      b->dest[seg * b->max_dest + d], (int)c, NULL, NULL, 0);
+        if (b->wc->cluster_of[dest[d]] != mine)
+            wm_sched_send(s, b->data + c * b->chunk, chunk_count(b, c), MPI_BYTE, dest[d], (int)c, NULL, NULL, 0);
+    for (int d = 0; d < b->ndest[seg]; d++)
+        if (b->wc->cluster_of[dest[d]] == mine)
+            wm_sendq_send(s, &b->lan, b->data + c * b->chunk, chunk_count(b, c), MPI_BYTE, dest[d], (int)c, c);
     return s->err;
 }
 
@@ -119,15 +132,14 @@ static int *onward_ranks(const struct wm_comm *wc, int root, int segments, int f
     return onward;
 }
 
-/* The rank of R that feeds cluster X != R in a star: the last ranks of R's
- * chain, one cluster each (in turn if R has fewer ranks than clusters). */
-static int star_sender(const struct wm_comm *wc, int root, int X, int start, int others)
+/* The rank of R that feeds every other cluster in a star: the first rank of
+ * the segment's chain or tree in R, which has the chunks straight from the
+ * root, so they cross while R's own forwards are still under way (the last
+ * ranks of the chain, as before, sent them only after every hop in R). */
+static int star_sender(const struct wm_comm *wc, int root, int start, int others)
 {
-    int R = wc->cluster_of[root], nR = wc->cluster_size[R], ir = wc->index_of[root], C = wc->nclusters;
-    if (others == 0)
-        return root;
-    int i = (X - R - 1 + C) % C;
-    return wc->members[R][(ir + 1 + ((start + others - 1 - i % others) % others)) % nR];
+    int R = wc->cluster_of[root], nR = wc->cluster_size[R], ir = wc->index_of[root];
+    return others == 0 ? root : wc->members[R][(ir + 1 + start % others) % nR];
 }
 
 /* Fills source/dest of every segment for this rank (see the chain above):
@@ -160,7 +172,7 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
             int n = wc->cluster_size[X], e = entry(wc, X, s, b->segments, f);
             int j = (wc->my_index - e + n) % n, before = (X - 1 + C) % C;
             b->source[s] = j > 0 ? wc->members[X][(e + wm_tree_parent(j, f)) % n]
-                         : b->star ? star_sender(wc, root, X, start, others)
+                         : b->star ? star_sender(wc, root, start, others)
                          : before == R ? wan_sender : wc->members[before][onward[before * S + s]];
             kids = wm_tree_children(j, n, f, &first);
             for (int i = 0; i < kids; i++)
@@ -170,7 +182,7 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
         }
         for (int x = 1; x < C && X == R; x++) {
             int to = (R + x) % C;
-            if (b->star ? me == star_sender(wc, root, to, start, others) : me == wan_sender && x == 1)
+            if (b->star ? me == star_sender(wc, root, start, others) : me == wan_sender && x == 1)
                 add_dest(b, s, wc->members[to][entry(wc, to, s, b->segments, f)]);
         }
 #undef R_AT
@@ -181,10 +193,12 @@ static void plan(const struct wm_comm *wc, int root, struct bcast *b)
 /* Star of clusters or chain through them (three or more clusters), and the
  * segments. The chain (one segment unless WANMPI_LANES says otherwise) pays
  * one more WAN delay per cluster beyond the second; the star sends C-1 more
- * copies of each segment from R, from the last C-1 ranks of its chain, so
- * with S segments (automatic: every non-root rank of R ends one) the
- * busiest rank of R sends about f M, f = 1 + (C-2)/S (2 for one segment,
- * C-1 when the root is R's only rank). The star where it is the faster:
+ * copies of each segment from R, from the first rank of its chain, so
+ * with S segments (automatic: every non-root rank of R starts one and ends
+ * one) the busiest rank of R sends about f M, f = 1 + (C-2)/S; with fewer
+ * segments than non-root ranks (WANMPI_LANES) a rank that starts one need
+ * not end one: f = 1 + (C-1)/S; C-1 when the root is R's only rank. The
+ * star where it is the faster:
  * max(f M/b, M/W) + d < max(M/b, M/W) + (C-1) d, with the topology's NIC
  * rate b, narrowest WAN rate W and one-way delay d (WANMPI_NIC_RATE,
  * WANMPI_WAN_RATE, WANMPI_WAN_DELAY; none known: the chain). Returns the
@@ -198,7 +212,7 @@ static int star_segments(const struct wm_comm *wc, int64_t total, int others)
     int S = wc->lanes > 0 ? (wc->lanes < others ? wc->lanes : others) : others;
     if (S < 1)
         S = 1;
-    double f = others == 0 ? C - 1 : S == 1 ? 2 : 1 + (double)(C - 2) / S;
+    double f = others == 0 ? C - 1 : 1 + (double)(S == others ? C - 2 : C - 1) / S;
     double star = (f * m > w ? f * m : w) + d, chain = (m > w ? m : w) + (C - 1) * d;
     return star < chain ? S : 0;
 }
@@ -214,6 +228,7 @@ static int bcast_end(void *state, int rc)
     free(b->ndest);
     free(b->dest);
     free(b->packed);
+    wm_sendq_free(&b->lan);
     free(b);
     return rc;
 }
@@ -260,6 +275,11 @@ int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, 
     int k = star > 0 ? star : wc->lanes > 0 ? wc->lanes : b->fan;
     b->segments = k < (nR > 1 ? nR - 1 : widest) ? k : (nR > 1 ? nR - 1 : widest);
     b->max_dest = wc->nclusters + b->fan;
+    /* the star's forwards inside a cluster: WANMPI_WINDOW, at most 8 chunks
+     * (3 x 8 and 4 x 8 sites, 16 MiB in 11 KiB chunks: 3-8 chunks 27.3-27.9
+     * ms, 22 chunks 28.0-28.8, none 28.6-32.9; docs/scale.md) */
+    int window = b->star ? wm_window_pieces(b->chunk) : 0;
+    wm_sendq_init(&b->lan, window < 8 ? window : 8);
     wm_debug(2, "bcast: %lld bytes, clusters %s (%d segments), fan-out %d", (long long)b->total,
              wc->nclusters < 3 ? "two" : b->star ? "in a star" : "in a chain", b->segments, b->fan);
     b->source = calloc((size_t)b->segments, sizeof(int));

@@ -217,6 +217,10 @@ size_t wm_chunk_bytes(void);
  * 4 MiB reduce or reduce-scatter with 8-9 KiB pieces lost 3-10 %: share 16
  * for the reductions, docs/benchmarks.md). */
 int64_t wm_fill_chunk(int64_t total, int ranks, int share);
+/* The sends inside its cluster a pipelined algorithm keeps in the MPI
+ * library at once (sendq.h): WANMPI_WINDOW bytes in pieces of
+ * `piece_bytes`, at least 2 (0: no limit). */
+int wm_window_pieces(long long piece_bytes);
 /* The cost models' inputs for `bytes` (WANMPI_NIC_RATE, WANMPI_WAN_RATE,
  * WANMPI_WAN_DELAY): seconds at a NIC, across the narrowest WAN link (0 if its
  * rate is unknown), and the one-way delay. 0 if the NIC rate or the delay is unknown. */

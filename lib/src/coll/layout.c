@@ -75,6 +75,14 @@ int64_t wm_fill_chunk(int64_t total, int ranks, int share)
     return fill < chunk ? fill : chunk;
 }
 
+int wm_window_pieces(long long piece_bytes)
+{
+    long long window = wm_settings()->window, pieces = window / (piece_bytes > 0 ? piece_bytes : 1);
+    if (window == 0)
+        return 0;
+    return pieces < 2 ? 2 : pieces > (1 << 20) ? 1 << 20 : (int)pieces;
+}
+
 int wm_link_times(int64_t bytes, double *nic_s, double *wan_s, double *delay_s)
 {
     const struct wm_settings *st = wm_settings();

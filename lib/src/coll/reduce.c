@@ -613,16 +613,6 @@ static void cut_blocks(struct red *r, const int *counts, int count, int64_t chun
             r->piece_block[p] = b;
 }
 
-/* The sends inside my cluster in the MPI library at once: WANMPI_WINDOW
- * bytes in pieces, at least 2 (0: no limit). */
-static int window_pieces(long long piece_bytes)
-{
-    long long window = wm_settings()->window, pieces = window / (piece_bytes > 0 ? piece_bytes : 1);
-    if (window == 0)
-        return 0;
-    return pieces < 2 ? 2 : pieces > (1 << 20) ? 1 << 20 : (int)pieces;
-}
-
 /* Homed or exchange, for an allreduce of `bytes` over three or more clusters
  * (above): homed saves WAN bytes and owners' sends for one more WAN delay.
  * With b the NIC rate, W the narrowest WAN link, d the one-way delay and n
@@ -714,7 +704,7 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
         pace_allreduce(&run->pacing, r);
     /* the allreduce's only: reduce 4 MiB on the testbed was 0.97-1.10x as
      * fast with it, in the noise; reduce-scatter not measured apart */
-    wm_sendq_init(&r->lan, mode == WM_TO_ALL ? window_pieces(r->chunk * (long long)r->l.size) : 0);
+    wm_sendq_init(&r->lan, mode == WM_TO_ALL ? wm_window_pieces(r->chunk * (long long)r->l.size) : 0);
     wm_debug(1, "reduction: window %d pieces of %lld bytes", r->lan.window, (long long)(r->chunk * r->l.size));
     wm_sched_at_end(s, reduce_end, run);
     for (int64_t p = 0; p < r->pieces && s->err == MPI_SUCCESS; p++)

@@ -21,6 +21,10 @@ SMPI's settings (docs/scale.md, "Blockers and workarounds"):
   calibration knob: `send_overhead`, s/B; by default the study's value at
   100 Mbit/s NICs (8.5e-8, 1.0625 x the NIC's time per byte), scaled to the
   slowest NIC.
+  No computation benchmarked (smpi/simulate-computation:no): scaled by
+  smpi/host-speed it came to microseconds, but its jitter reordered events
+  and moved a 16 MiB broadcast over 3 x 8 by up to 1 ms (27.3-28.4 ms)
+  between identical runs; without it every run gives the same time.
 """
 from __future__ import annotations
 
@@ -67,7 +71,7 @@ def smpi_options(selector: str, send_overhead: float, sharing: str = "tcp") -> l
     return [f"--cfg=smpi/coll-selector:{selector}", "--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
             f"--cfg=network/TCP-gamma:{platform.TCP_WINDOW}",
             f"--cfg=smpi/ois:0:0:{x};{SMALL_MESSAGE}:0:0", f"--cfg=smpi/os:0:0:{x};{SMALL_MESSAGE}:0:0",
-            "--cfg=smpi/test:0", *SHARING[sharing], *QUIET_LOGS]
+            "--cfg=smpi/test:0", "--cfg=smpi/simulate-computation:no", *SHARING[sharing], *QUIET_LOGS]
 
 
 SMPI_DIR_VARIABLE = "WANMPI_SMPI_DIR"   # another build of `make smpi SMPI_DIR=...`: an older library, side by side
