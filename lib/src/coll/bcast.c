@@ -134,8 +134,8 @@ static int *onward_ranks(const struct wm_comm *wc, int root, int segments, int f
 
 /* The rank of R that feeds every other cluster in a star: the first rank of
  * the segment's chain or tree in R, which has the chunks straight from the
- * root, so they cross while R's own forwards are still under way (the last
- * ranks of the chain, as before, sent them only after every hop in R). */
+ * root, so they cross while R's own forwards are still under way (from the
+ * chain's last ranks they left only after every hop in R). */
 static int star_sender(const struct wm_comm *wc, int root, int start, int others)
 {
     int R = wc->cluster_of[root], nR = wc->cluster_size[R], ir = wc->index_of[root];
@@ -277,7 +277,7 @@ int wm_bcast_multilane(struct wm_sched *s, const struct wm_comm *wc, void *buf, 
     b->max_dest = wc->nclusters + b->fan;
     /* the star's forwards inside a cluster: WANMPI_WINDOW, at most 8 chunks
      * (3 x 8 and 4 x 8 sites, 16 MiB in 11 KiB chunks: 3-8 chunks 27.3-27.9
-     * ms, 22 chunks 28.0-28.8, none 28.6-32.9; docs/scale.md) */
+     * ms, 22 chunks 28.0-28.8, none 28.6 at 3 sites; docs/scale.md) */
     int window = b->star ? wm_window_pieces(b->chunk) : 0;
     wm_sendq_init(&b->lan, window < 8 ? window : 8);
     wm_debug(2, "bcast: %lld bytes, clusters %s (%d segments), fan-out %d", (long long)b->total,
