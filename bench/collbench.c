@@ -12,7 +12,8 @@
  * left early waits for a root that left late: "start_skew_s" is the median
  * of (last rank out - first rank out). --start clock removes it where the
  * ranks share a clock (the simulator's; the testbed's nodes, one kernel:
- * CLOCK_MONOTONIC): after the barrier the ranks agree on an instant ahead
+ * CLOCK_MONOTONIC; checked first: a rank whose clock is not rank 0's stops
+ * the job): after the barrier the ranks agree on an instant ahead
  * of all of them and each starts its call then; the time is from that
  * instant ("late_starts": ranks that reached it too late, counted). Rank 0
  * prints one JSON object per (operation, size): {"op", "bytes", "iters",
@@ -42,19 +43,23 @@
 #include <string.h>
 #include <time.h>
 
+/* Under SimGrid SMPI (smpicc's mpi.h defines SMPI_SHARED_MALLOC): buffers
+ * every rank shares and the simulated clock. Tested once, here: the stand-ins
+ * below define SMPI_SHARED_MALLOC too. */
 #ifdef SMPI_SHARED_MALLOC
-#define SHARED_BUFFERS 1
+#define UNDER_SMPI 1
 #else
-#define SHARED_BUFFERS 0
+#define UNDER_SMPI 0
 #define SMPI_SHARED_MALLOC(bytes) NULL
 #define SMPI_SHARED_FREE(p) ((void)(p))
 #endif
 
 /* The clock every rank shares: simulated time under SimGrid SMPI, else the
- * host's CLOCK_MONOTONIC (the same for every network namespace of one kernel). */
+ * host's CLOCK_MONOTONIC (the same for every network namespace of one kernel;
+ * not MPI_Wtime, which Open MPI counts from each process's own start). */
 static double shared_clock(void)
 {
-#ifdef SMPI_SHARED_MALLOC
+#if UNDER_SMPI
     return MPI_Wtime();
 #else
     struct timespec ts;
@@ -76,6 +81,39 @@ static int sleep_until(double when)
         nanosleep(&ts, NULL);
     }
     return 1;
+}
+
+/* --start clock needs one clock on every rank. Rank 0 asks each rank in turn
+ * for its clock's reading (twice), which one shared clock puts between rank 0's
+ * readings before the question and after the answer; rank 0 reports the
+ * first rank whose reading is outside (its offset from their midpoint), and
+ * every rank returns 0 then, else 1.
+ * (The check cannot see an offset smaller than the round trip to that rank.) */
+static int clock_is_shared(int rank, int size)
+{
+    double stray[2] = {0, 0};     /* {rank, offset in seconds} */
+    for (int round = 0; round < 2; round++)     /* the first may open connections: checked on the second */
+        for (int r = 1; r < size; r++) {
+            double before = 0, theirs = 0, after;
+            if (rank == 0) {
+                before = shared_clock();
+                PMPI_Send(&before, 1, MPI_DOUBLE, r, 0, MPI_COMM_WORLD);
+                PMPI_Recv(&theirs, 1, MPI_DOUBLE, r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                after = shared_clock();
+                if (round && !stray[0] && (theirs < before || theirs > after))
+                    stray[0] = r, stray[1] = theirs - (before + after) / 2;
+            } else if (rank == r) {
+                PMPI_Recv(&before, 1, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                theirs = shared_clock();
+                PMPI_Send(&theirs, 1, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD);
+            }
+        }
+    PMPI_Bcast(stray, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (stray[0] && rank == 0)
+        fprintf(stderr, "collbench: --start clock needs one clock on every rank (the host's CLOCK_MONOTONIC), "
+                "but rank %d's reads %+.3f ms from rank 0's: ranks on different hosts or time namespaces; "
+                "use --start barrier\n", (int)stray[0], stray[1] * 1e3);
+    return !stray[0];
 }
 
 static long parse_size(const char *s)
@@ -347,7 +385,7 @@ static const char *parse_options(int argc, char **argv, int size, struct options
             o->clock_start = !strcmp(argv[++i], "clock");
         else if (!strcmp(argv[i], "--start")) return "--start is barrier or clock";
         else if (!strcmp(argv[i], "--shared-from")) {
-            if (!SHARED_BUFFERS)
+            if (!UNDER_SMPI)
                 return "--shared-from needs SimGrid SMPI (a collbench built with smpicc)";
             if ((o->shared_from = parse_size(argv[++i])) <= 0)
                 return "--shared-from must be a size above 0";
@@ -433,6 +471,10 @@ int main(int argc, char **argv)
     const char *why = parse_options(argc, argv, size, &o);
     if (why)
         return usage(rank, why);
+    if (o.clock_start && !UNDER_SMPI && !clock_is_shared(rank, size)) {
+        MPI_Finalize();
+        return 2;
+    }
     const char *ops = o.ops, *sizes = o.sizes;
     int iters = o.iters, warmup = o.warmup, root = o.root, clock_start = o.clock_start;
     double budget = o.budget;

@@ -6,10 +6,11 @@ kernels' collectives reach libwanmpi through its Fortran bindings."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from conftest import MPIS, wanmpi
+from conftest import MPIS, REPO, program, wanmpi
 from test_libwanmpi import calls, run, stats
 from wanmpi.testbed import emulator, net
 
@@ -65,6 +66,30 @@ def test_bench_coll_runs_on_the_shared_runner_and_draws_its_plots(two_clusters, 
     assert {p.name for p in plots.glob("*.png")} == {"coll-bcast.png", "coll-allreduce.png"}
     assert "speed-up of wanmpi" in done.stdout
     assert all(v["delay_us"] == 10_000 for v in emulator.settings().values())   # the topology's delay is back
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_clock_start_refused_where_a_rank_has_a_clock_of_its_own(two_clusters, tmp_path, mpi):
+    """--start clock times every call from one instant of the clock the ranks
+    share; a rank whose clock differs (here rank 5, across the WAN, in a time
+    namespace 2 s ahead; on real sites, another host) stops the job with an
+    error that names it, not times from two clocks. MPI_Wtime would not do:
+    Open MPI counts it from each process's own start."""
+    skewed = tmp_path / "skewed.sh"
+    skewed.write_text('#!/bin/sh\nif [ "${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" = 5 ]; then\n'
+                      '    exec unshare --time --monotonic 2 "$@"\nfi\nexec "$@"\n')
+    skewed.chmod(0o755)
+    prog = str(REPO / program(mpi, "collbench"))
+    done = wanmpi("run", "--mpi", mpi, "-n", "8", "--timeout", "120", str(skewed), prog,
+                  "--ops", "bcast", "--sizes", "1K", "--start", "clock", timeout=200)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "--start clock needs one clock on every rank" in done.stderr, done.stderr
+    off = re.search(r"rank 5's reads \+(\d+\.\d{3}) ms from rank 0's", done.stderr)
+    assert off and abs(float(off[1]) - 2000) < 15, done.stderr     # within half the 10 ms WAN's round trip
+    assert '"op"' not in done.stdout
+    done = wanmpi("run", "--mpi", mpi, "-n", "8", "--timeout", "120", str(skewed), prog,
+                  "--ops", "bcast", "--sizes", "1K", "--start", "barrier", timeout=200)
+    assert done.returncode == 0 and '"start": "barrier"' in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("mpi", MPIS)

@@ -119,7 +119,8 @@ def register_coll(suites) -> None:
     p.add_argument("--start", choices=("barrier", "clock"), default="barrier",
                    help="each iteration's calls start as the ranks leave the MPI's barrier (default; across "
                         "the WAN they leave up to a delay apart, as in the OSU benchmarks), or at one instant "
-                        "of the clock the testbed's nodes share (collbench --start clock)")
+                        "of the clock the testbed's nodes share (collbench --start clock; a job whose ranks do not "
+                        "share one, such as on real hosts, stops with an error naming the rank)")
     rules_option(p)
     p.set_defaults(handler=cmd_bench_coll)
 
