@@ -111,7 +111,7 @@ static int clock_is_shared(int rank, int size)
     PMPI_Bcast(stray, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (stray[0] && rank == 0)
         fprintf(stderr, "collbench: --start clock needs one clock on every rank (the host's CLOCK_MONOTONIC), "
-                "but rank %d's reads %+.3f ms from rank 0's: ranks on different hosts or time namespaces; "
+                "but rank %d's differs from rank 0's by %+.3f ms: ranks on different hosts or time namespaces; "
                 "use --start barrier\n", (int)stray[0], stray[1] * 1e3);
     return !stray[0];
 }
