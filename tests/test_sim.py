@@ -17,6 +17,7 @@ import pytest
 
 from wanmpi import topo
 from wanmpi.cli.main import main
+from wanmpi.rules import format_bytes
 from wanmpi.sim import platform, run, sweep
 from wanmpi.topo import TopologyError
 
@@ -354,7 +355,7 @@ def test_a_spec_whose_topology_has_other_sites_is_refused(tmp_path, capsys):
     assert "topologies.3: " in capsys.readouterr().err
 
 
-def test_a_sweep_runs_every_point_and_variant_exactly(tmp_path):
+def test_a_sweep_runs_every_point_and_variant_exactly(tmp_path, capsys):
     """Three points x (ours, ours single-lane, MPICH's and Open MPI's
     algorithms alone), each result checked by collbench; the summary has
     every point, op and size, above the bound; three sites at 10 ms with
@@ -370,6 +371,10 @@ def test_a_sweep_runs_every_point_and_variant_exactly(tmp_path):
         ops = c["metrics"]["wanmpi_stats"]["collectives"]
         assert ops["bcast"]["singlelane"] == ops["bcast"]["calls"] == 4, ops
         assert ops["allreduce"]["singlelane"] == ops["allreduce"]["calls"] == 4, ops
+    log = capsys.readouterr().out          # each simulation's times as it ends, as in the document
+    for c in document["cases"]:
+        times = "; ".join(f"{r['op']} {format_bytes(r['bytes'])} {r['median_s']:.6f} s" for r in c["metrics"]["rows"])
+        assert f", {c['variant']}: " in log and f" s of wall time, ok: {times}\n" in log, (times, log)
     rows = document["summary"]
     assert len(rows) == 3 * 2 * 2
     for row in rows:

@@ -265,7 +265,10 @@ def simulate_point(spec: Spec, p: Point, selector: str, wanmpi: bool, name: str 
                                params=tuple(p.as_dict().items()), variant=name,
                                settings=spec.settings.get(name) if name else None,
                                nic_latency_us=spec.nic_latency_us, sharing=spec.sharing)
-    state = "ok" if record.ok else f"FAILED ({record.error})"
+    # the simulated times too: a long sweep's log shows each result as it ends
+    times = "; ".join(f"{row['op']} {format_bytes(row['bytes'])} {row['median_s']:.6f} s"
+                      for row in record.metrics.get("rows", []))
+    state = f"ok: {times}" if record.ok else f"FAILED ({record.error})"
     print(f"  {p.label()}, {record.case.variant}: {record.seconds:.0f} s of wall time, {state}", flush=True)
     return record
 
