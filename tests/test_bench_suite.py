@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import MPIS, REPO, program, wanmpi
+from conftest import MPIS, program, wanmpi
 from test_libwanmpi import calls, run, stats
 from wanmpi.testbed import emulator, net
 
@@ -80,7 +80,7 @@ def test_clock_start_refused_where_a_rank_has_a_clock_of_its_own(two_clusters, t
     skewed.write_text('#!/bin/sh\nif [ "${OMPI_COMM_WORLD_RANK:-$PMI_RANK}" = 5 ]; then\n'
                       '    exec unshare --time --monotonic 2 "$@"\nfi\nexec "$@"\n')
     skewed.chmod(0o755)
-    prog = str(REPO / program(mpi, "collbench"))
+    prog = program(mpi, "collbench")
     done = wanmpi("run", "--mpi", mpi, "-n", "8", "--timeout", "120", str(skewed), prog,
                   "--ops", "bcast", "--sizes", "1K", "--start", "clock", timeout=200)
     assert done.returncode != 0, done.stdout + done.stderr
