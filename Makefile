@@ -30,11 +30,12 @@ INTELMPI_FC := $(INTELMPI_VENV)/bin/mpif90
 # for the relay unit's test (systemd need not be running). wireguard-go and
 # wireguard-tools: the WireGuard tunnel `wanmpi bench vpn` measures the relays
 # against (userspace: the kernel may have no WireGuard module). libsimgrid-dev:
-# SimGrid SMPI (smpicc, smpirun) for `wanmpi sim` (docs/scale.md).
+# SimGrid SMPI (smpicc, smpirun) for `wanmpi sim` (docs/scale.md); cmake for
+# `make simgrid`, its library rebuilt with a patch for many ranks.
 APT_PACKAGES := openmpi-bin libopenmpi-dev gfortran iproute2 iptables build-essential \
 	python3-venv iputils-ping procps util-linux psmisc openssh-client openssh-server \
 	environment-modules lua5.3 lua-posix lua-filesystem lua-json lua-term tcl systemd \
-	wireguard-go wireguard-tools libsimgrid-dev
+	wireguard-go wireguard-tools libsimgrid-dev cmake
 MPI_PROGRAMS := bench/pingpong.c bench/collbench.c bench/patterns.c tests/programs/where.c tests/programs/ring.c \
 	tests/programs/collcheck.c tests/programs/persistcheck.c tests/programs/nullbufs.c tests/programs/newcomms.c tests/programs/halo.c tests/programs/shimpaced.c tests/programs/a2acheck.c tests/programs/alltoallwcheck.c tests/programs/pacecheck.c \
 	bench/kernels/cg.c bench/kernels/mg.c bench/kernels/bt.c bench/kernels/sp.c bench/kernels/ep.c bench/wanflow.c \
@@ -47,7 +48,7 @@ MPICH_FC := build/mpich-fortran/bin/mpif90
 CFLAGS := -O2 -Wall -Wextra
 FFLAGS := -O2 -Wall
 
-.PHONY: all setup apt venv openmpi5 intelmpi rust build programs wanem lib smpi lmod abi demo test test-all clean install uninstall
+.PHONY: all setup apt venv openmpi5 intelmpi rust build programs wanem lib smpi simgrid lmod abi demo test test-all clean install uninstall
 
 all: build
 
@@ -279,6 +280,14 @@ $(SMPI_DIR)/%-wan: bench/%.c $(SMPI_OBJS)
 $(SMPI_DIR)/%-plain: bench/%.c | apt
 	@mkdir -p $(@D); $(SMPICC) $(CFLAGS) -o $@ $<
 
+# make simgrid: Debian's SimGrid release rebuilt with lib/smpi/simgrid-activities.patch
+# (a list walked on every message ended made 256-1,024 ranks hours long;
+# docs/scale.md); `wanmpi sim` runs on it once built (--simgrid). ~6 min.
+SIMGRID_LIB := build/simgrid/libsimgrid.so.3.32
+simgrid: $(SIMGRID_LIB)
+$(SIMGRID_LIB): lib/smpi/build-simgrid.sh lib/smpi/simgrid-activities.patch | apt venv
+	lib/smpi/build-simgrid.sh build/simgrid $(VENV)/bin/pip
+
 # Lmod beside environment-modules, for the modulefile tests: Debian's lmod
 # package would remove environment-modules, so it is unpacked into build/lmod
 # instead (tests/programs/lmod.sh says how).
@@ -318,13 +327,13 @@ uninstall:
 # and cleanup, mpi4py) over every MPI, the others over Open MPI 4.1 and MPICH
 # (CI's budget: 90 minutes on 2 cores). make test-all: every test over every
 # MPI (docs/testing.md, "The default set and the complete set").
-test: build smpi openmpi5 intelmpi abi
+test: build smpi simgrid openmpi5 intelmpi abi
 	$(CARGO) test --release --quiet
 	@# timing-sensitive: taken under the testbed lock, so no benchmark or test session runs beside it
 	flock $${WANMPI_TEST_LOCK:-/tmp/wanmpi-testbed.lock} $(CARGO) test --release --quiet -p wanem --test netns -- --ignored --test-threads=1
 	$(PY) -m pytest -q --durations=15 tests
 
-test-all: build smpi openmpi5 intelmpi abi
+test-all: build smpi simgrid openmpi5 intelmpi abi
 	WANMPI_TEST_MPIS=all $(MAKE) test
 
 clean:

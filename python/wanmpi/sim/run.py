@@ -46,7 +46,7 @@ from ..bench.kernels import KERNELS as SUITE_KERNELS
 from ..bench.results import exit_status, finish, now_iso
 from ..job.libwanmpi import environment
 from ..topo import Topology
-from . import platform
+from . import library, platform
 
 OPS = ("bcast", "allreduce", "alltoall")
 KERNELS = ("ft", "is")              # bench/patterns.c's all-to-all kernels
@@ -174,13 +174,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def simulate(t: Topology, program: Path, selector: str, send_overhead: float, args: list[str],
              work: Path, wanmpi: bool, timeout: float, settings: dict[str, str] | None = None,
-             nic_latency_us: int = platform.NIC_LATENCY_US, sharing: str = "tcp") -> dict:
-    """One smpirun of collbench on `t`: its result rows, and rank 0's
-    libwanmpi statistics (`wanmpi_stats`) when it ran with libwanmpi."""
+             nic_latency_us: int = platform.NIC_LATENCY_US, sharing: str = "tcp",
+             simgrid: Path | None = None) -> dict:
+    """One smpirun of collbench on `t` (on the SimGrid library `simgrid`,
+    None: Debian's; library.py): its result rows, and rank 0's libwanmpi
+    statistics (`wanmpi_stats`) when it ran with libwanmpi."""
     xml, hosts = platform.write(t, work, nic_latency_us)
     env = {**os.environ, **rank_environment(t, work if wanmpi else None),
            "WANMPI_LAN_LATENCY": str(platform.hop_latency_us(nic_latency_us)), **(settings or {})}
-    command = ["nice", "-n", "19", "smpirun", "-np", str(len(t.nodes)), "-platform", str(xml),
+    command = ["nice", "-n", "19", "smpirun", *library.smpirun_wrapper(simgrid), "-np", str(len(t.nodes)), "-platform", str(xml),
                "-hostfile", str(hosts), *smpi_options(selector, send_overhead, sharing), str(program), *args]
     returncode, stdout, stderr = run_smpirun(command, env, work, timeout)
     rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
@@ -197,7 +199,7 @@ def simulate(t: Topology, program: Path, selector: str, send_overhead: float, ar
 def simulate_case(sim: Topology, kernel: str, selector: str, wanmpi: bool, overhead: float, prog: Path,
                   args: list[str], timeout: float, params: tuple = (), variant: str | None = None,
                   settings: dict[str, str] | None = None, nic_latency_us: int = platform.NIC_LATENCY_US,
-                  sharing: str = "tcp") -> Record:
+                  sharing: str = "tcp", simgrid: Path | None = None) -> Record:
     """One smpirun as a case of `wanmpi bench` (variant "wanmpi", the
     selector's name, or `variant`: libwanmpi with WANMPI_* `settings`), in a
     temporary directory under build/smpi/runs."""
@@ -209,7 +211,7 @@ def simulate_case(sim: Topology, kernel: str, selector: str, wanmpi: bool, overh
     with tempfile.TemporaryDirectory(dir=smpi_dir() / "runs") as work:
         try:
             record.metrics = simulate(sim, prog, selector, overhead, args, Path(work), wanmpi, timeout, settings,
-                                      nic_latency_us, sharing)
+                                      nic_latency_us, sharing, simgrid)
             record.status = "ok"
         except BenchError as e:
             record.status, record.error = "failed", str(e)
@@ -228,15 +230,15 @@ def prepared(t: Topology, overrides: platform.Overrides, send_overhead: float | 
 
 
 def settings_of(sim: Topology, overrides: platform.Overrides, selector: str, wanmpi: bool, overhead: float,
-                timeout: float, **extra) -> dict:
-    return {"simulator": "SimGrid SMPI", "selector": selector, "wanmpi": wanmpi, **extra, "ranks": len(sim.nodes),
+                timeout: float, simgrid: Path | None, **extra) -> dict:
+    return {"simulator": "SimGrid SMPI", "simgrid": library.describe(simgrid), "selector": selector, "wanmpi": wanmpi, **extra, "ranks": len(sim.nodes),
             "send_overhead_s_per_byte": overhead, "overrides": overrides.as_dict(),
             "smpi_options": smpi_options(selector, overhead), "timeout_s": timeout}
 
 
 def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[int], selector: str,
         wanmpi: bool, send_overhead: float | None, iters: int, json_path: str | None, timeout: float,
-        start: str = "clock", shared_from: int = 0) -> int:
+        start: str = "clock", shared_from: int = 0, simgrid: Path | None = None) -> int:
     """Build, simulate collbench, print the table and write the result document
     (sizes from `shared_from` up in buffers the ranks share, not checked)."""
     started_iso, started = now_iso(), time.monotonic()
@@ -244,17 +246,17 @@ def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[
     args = ["--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", "1",
             "--start", start, *(["--shared-from", str(shared_from)] if shared_from else [])]
     record = simulate_case(sim, "collbench", selector, wanmpi, overhead, program("collbench", wanmpi), args, timeout,
-                           nic_latency_us=overrides.nic_latency)
+                           nic_latency_us=overrides.nic_latency, simgrid=simgrid)
     results = results_of(sim, record)
     coll.print_table(results, [record.case.variant])
-    settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, ops=ops, sizes=sizes, iters=iters,
-                           start=start, shared_from=shared_from)
+    settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, simgrid, ops=ops, sizes=sizes,
+                           iters=iters, start=start, shared_from=shared_from)
     document = finish("sim", t, settings, [record], coll.summary(results), started_iso, started, json_path)
     return exit_status(document)
 
 
 def run_kernel(t: Topology, overrides: platform.Overrides, kernel: str, klass: str, selector: str, wanmpi: bool,
-               send_overhead: float | None, json_path: str | None, timeout: float) -> int:
+               send_overhead: float | None, json_path: str | None, timeout: float, simgrid: Path | None = None) -> int:
     """Build, simulate one kernel of bench/patterns.c with the suite's
     arguments for `klass` (its message size and iterations; the program
     runs one untimed iteration first), print its time, write the document."""
@@ -262,12 +264,12 @@ def run_kernel(t: Topology, overrides: platform.Overrides, kernel: str, klass: s
     sim, overhead = prepared(t, overrides, send_overhead)
     args = SUITE_KERNELS[kernel].args[klass]
     record = simulate_case(sim, kernel, selector, wanmpi, overhead, program("patterns", wanmpi), args, timeout,
-                           params=(("class", klass),), nic_latency_us=overrides.nic_latency)
+                           params=(("class", klass),), nic_latency_us=overrides.nic_latency, simgrid=simgrid)
     summary = kernel_summary(record, klass)
     for row in summary:
         print(f"{row['kernel']} class {klass}, one-way delay {row['delay_ms']:g} ms, {row['variant']}: "
               f"{row['seconds']:.4f} s for {row['iters']} iterations, {row['per_iter_s']:.4f} s each")
-    settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout,
+    settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, simgrid,
                            **{"kernel": kernel, "class": klass, "args": args})
     document = finish("sim", t, settings, [record], summary, started_iso, started, json_path)
     return exit_status(document)

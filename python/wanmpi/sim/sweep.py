@@ -54,7 +54,7 @@ from ..bench.cases import BenchError, Record
 from ..bench.results import exit_status, finish, now_iso
 from ..rules import format_bytes
 from ..topo.reader import MAX_RELAYS_PER_CLUSTER, load
-from . import platform, run
+from . import library, platform, run
 
 AXES = ("sites", "nodes_per_cluster", "nic_rate", "wan_rate", "delay")
 OPTIONAL_AXES = ("relays",)     # unset: the topology's
@@ -256,7 +256,8 @@ def variant_names(spec: Spec) -> list[str]:
     return ["wanmpi", *spec.settings, *spec.selectors]
 
 
-def simulate_point(spec: Spec, p: Point, selector: str, wanmpi: bool, name: str | None) -> Record:
+def simulate_point(spec: Spec, simgrid: Path | None, p: Point, selector: str, wanmpi: bool,
+                   name: str | None) -> Record:
     sim = platform_of(spec, p)
     args = ["--ops", ",".join(spec.ops), "--sizes", ",".join(map(str, spec.sizes)), "--iters", "1",
             "--warmup", "1", "--start", "clock", *(["--shared-from", str(spec.shared_from)] if spec.shared_from else [])]
@@ -264,7 +265,7 @@ def simulate_point(spec: Spec, p: Point, selector: str, wanmpi: bool, name: str 
                                run.program("collbench", wanmpi), args, spec.timeout_s,
                                params=tuple(p.as_dict().items()), variant=name,
                                settings=spec.settings.get(name) if name else None,
-                               nic_latency_us=spec.nic_latency_us, sharing=spec.sharing)
+                               nic_latency_us=spec.nic_latency_us, sharing=spec.sharing, simgrid=simgrid)
     # the simulated times too: a long sweep's log shows each result as it ends
     times = "; ".join(f"{row['op']} {format_bytes(row['bytes'])} {row['median_s']:.6f} s"
                       for row in record.metrics.get("rows", []))
@@ -315,8 +316,9 @@ def print_summary(rows: list[dict], others: list[str]) -> None:
               f"{r['bound_s']:.4f} | {ours} | " + " | ".join(cells) + f" | {ratio}")
 
 
-def sweep(spec: Spec, jobs: int, json_path: str | None) -> int:
-    """Every point and variant of `spec`, `jobs` simulations at a time."""
+def sweep(spec: Spec, jobs: int, json_path: str | None, simgrid: Path | None = None) -> int:
+    """Every point and variant of `spec`, `jobs` simulations at a time, on
+    the SimGrid library `simgrid` (None: Debian's; library.py)."""
     started_iso, started = now_iso(), time.monotonic()
     run.build()
     todo, skipped = [], []
@@ -330,10 +332,10 @@ def sweep(spec: Spec, jobs: int, json_path: str | None) -> int:
         todo += [(p, *v) for v in variants(spec)]
     print(f"{len(todo)} simulations of {len(spec.points) - len(skipped)} points, {jobs} at a time", flush=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        records = list(pool.map(lambda job: simulate_point(spec, *job), todo))
+        records = list(pool.map(lambda job: simulate_point(spec, simgrid, *job), todo))
     rows = summary(spec, records)
     print_summary(rows, variant_names(spec)[1:])
-    settings = {"simulator": "SimGrid SMPI", "spec": spec.source, "spec_text": Path(spec.source).read_text(),
+    settings = {"simulator": "SimGrid SMPI", "simgrid": library.describe(simgrid), "spec": spec.source, "spec_text": Path(spec.source).read_text(),
                 "jobs": jobs, "start": "clock", "skipped": skipped, "cpus": os.cpu_count(),
                 "nic_latency_us": spec.nic_latency_us,
                 "smpi_options": run.smpi_options(spec.selectors[0], 0.0, spec.sharing),
@@ -343,13 +345,13 @@ def sweep(spec: Spec, jobs: int, json_path: str | None) -> int:
     return exit_status(document)
 
 
-def run_sweep(path: str, jobs: int, json_path: str | None) -> int:
+def run_sweep(path: str, jobs: int, json_path: str | None, simgrid: Path | None = None) -> int:
     try:
         spec = load_spec(path)
     except SweepError as e:
         raise BenchError(str(e)) from None
     for p in spec.points:       # every platform checked before anything runs
         platform.check_routes(platform_of(spec, p))
-    return sweep(spec, jobs, json_path)
+    return sweep(spec, jobs, json_path, simgrid)
 
 
