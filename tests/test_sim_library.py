@@ -36,7 +36,8 @@ def simulated(tmp_path, name: str, *extra: str) -> dict:
 
 
 def times(document: dict) -> list:
-    return [(r["op"], r["bytes"], r["min_s"], r["median_s"], r["max_s"]) for r in document["cases"][0]["metrics"]["rows"]]
+    rows = document["cases"][0]["metrics"]["rows"]
+    return [(r["op"], r["bytes"], r["min_s"], r["median_s"], r["max_s"]) for r in rows]
 
 
 @pytest.mark.parametrize("variant", [(), ("--no-wanmpi", "--mpi-coll", "ompi")], ids=["wanmpi", "ompi"])

@@ -182,8 +182,9 @@ def simulate(t: Topology, program: Path, selector: str, send_overhead: float, ar
     xml, hosts = platform.write(t, work, nic_latency_us)
     env = {**os.environ, **rank_environment(t, work if wanmpi else None),
            "WANMPI_LAN_LATENCY": str(platform.hop_latency_us(nic_latency_us)), **(settings or {})}
-    command = ["nice", "-n", "19", "smpirun", *library.smpirun_wrapper(simgrid), "-np", str(len(t.nodes)), "-platform", str(xml),
-               "-hostfile", str(hosts), *smpi_options(selector, send_overhead, sharing), str(program), *args]
+    command = ["nice", "-n", "19", "smpirun", *library.smpirun_wrapper(simgrid), "-np", str(len(t.nodes)),
+               "-platform", str(xml), "-hostfile", str(hosts), *smpi_options(selector, send_overhead, sharing),
+               str(program), *args]
     returncode, stdout, stderr = run_smpirun(command, env, work, timeout)
     rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     if returncode != 0 or not rows:
@@ -231,9 +232,9 @@ def prepared(t: Topology, overrides: platform.Overrides, send_overhead: float | 
 
 def settings_of(sim: Topology, overrides: platform.Overrides, selector: str, wanmpi: bool, overhead: float,
                 timeout: float, simgrid: Path | None, **extra) -> dict:
-    return {"simulator": "SimGrid SMPI", "simgrid": library.describe(simgrid), "selector": selector, "wanmpi": wanmpi, **extra, "ranks": len(sim.nodes),
-            "send_overhead_s_per_byte": overhead, "overrides": overrides.as_dict(),
-            "smpi_options": smpi_options(selector, overhead), "timeout_s": timeout}
+    return {"simulator": "SimGrid SMPI", "simgrid": library.describe(simgrid), "selector": selector,
+            "wanmpi": wanmpi, **extra, "ranks": len(sim.nodes), "send_overhead_s_per_byte": overhead,
+            "overrides": overrides.as_dict(), "smpi_options": smpi_options(selector, overhead), "timeout_s": timeout}
 
 
 def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[int], selector: str,
