@@ -335,9 +335,9 @@ def sweep(spec: Spec, jobs: int, json_path: str | None, simgrid: Path | None = N
         records = list(pool.map(lambda job: simulate_point(spec, simgrid, *job), todo))
     rows = summary(spec, records)
     print_summary(rows, variant_names(spec)[1:])
-    settings = {"simulator": "SimGrid SMPI", "simgrid": library.describe(simgrid), "spec": spec.source, "spec_text": Path(spec.source).read_text(),
-                "jobs": jobs, "start": "clock", "skipped": skipped, "cpus": os.cpu_count(),
-                "nic_latency_us": spec.nic_latency_us,
+    settings = {"simulator": "SimGrid SMPI", "simgrid": library.describe(simgrid), "spec": spec.source,
+                "spec_text": Path(spec.source).read_text(), "jobs": jobs, "start": "clock", "skipped": skipped,
+                "cpus": os.cpu_count(), "nic_latency_us": spec.nic_latency_us,
                 "smpi_options": run.smpi_options(spec.selectors[0], 0.0, spec.sharing),
                 "shared_from": spec.shared_from}
     document = finish("sim-sweep", spec.topologies[spec.base.sites], settings, records, rows, started_iso,
