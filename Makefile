@@ -260,7 +260,7 @@ SMPI_REPLACED := lib/src/coll/own_alltoall.c lib/src/coll/sched.c lib/src/coll/p
 SMPI_OBJS := $(patsubst lib/src/%.c,$(SMPI_DIR)/obj/%.o,$(filter-out $(SMPI_REPLACED),$(LIB_SOURCES))) \
 	$(SMPI_DIR)/obj/smpi/own_alltoall_smpi.o $(SMPI_DIR)/obj/smpi/sched.o \
 	$(SMPI_DIR)/obj/smpi/progress.o $(SMPI_DIR)/obj/smpi/nb.o
-SMPI_CFLAGS := $(CFLAGS) -g -Ilib/include
+SMPI_CFLAGS := $(CFLAGS) -g -Ilib/include -DWANMPI_SMPI
 # bench/<program>.c, each with libwanmpi (<program>-wan) and without (-plain)
 SMPI_PROGRAMS := collbench patterns
 smpi: $(foreach p,$(SMPI_PROGRAMS),$(SMPI_DIR)/$(p)-wan $(SMPI_DIR)/$(p)-plain)
@@ -272,7 +272,7 @@ $(SMPI_DIR)/obj/smpi/own_alltoall_smpi.o: lib/smpi/own_alltoall_smpi.c $(LIB_HEA
 $(SMPI_DIR)/sched.c: lib/src/coll/sched.c lib/smpi/sched-smpi.patch
 	@mkdir -p $(@D); cp $< $@ && patch -s $@ lib/smpi/sched-smpi.patch
 $(SMPI_DIR)/obj/smpi/sched.o: $(SMPI_DIR)/sched.c $(LIB_HEADERS)
-	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -DWANMPI_SMPI -iquote lib/src/coll -c $< -o $@
+	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -iquote lib/src/coll -c $< -o $@
 $(SMPI_DIR)/obj/smpi/%.o: lib/src/coll/%.c lib/smpi/smpi_yield.h $(LIB_HEADERS)
 	@mkdir -p $(@D); $(SMPICC) $(SMPI_CFLAGS) -include lib/smpi/smpi_yield.h -c $< -o $@
 $(SMPI_DIR)/%-wan: bench/%.c $(SMPI_OBJS)
@@ -280,12 +280,13 @@ $(SMPI_DIR)/%-wan: bench/%.c $(SMPI_OBJS)
 $(SMPI_DIR)/%-plain: bench/%.c | apt
 	@mkdir -p $(@D); $(SMPICC) $(CFLAGS) -o $@ $<
 
-# make simgrid: Debian's SimGrid release rebuilt with lib/smpi/simgrid-activities.patch
-# (a list walked on every message ended made 256-1,024 ranks hours long;
-# docs/scale.md); `wanmpi sim` runs on it once built (--simgrid). ~6 min.
+# make simgrid: Debian's SimGrid release rebuilt with lib/smpi/simgrid-*.patch
+# (a list walked on every message ended and ring allgathers on every new
+# communicator made 256-1,024 ranks hours long; docs/scale.md); `wanmpi sim`
+# runs on it once built (--simgrid). ~6 min.
 SIMGRID_LIB := build/simgrid/libsimgrid.so.3.32
 simgrid: $(SIMGRID_LIB)
-$(SIMGRID_LIB): lib/smpi/build-simgrid.sh lib/smpi/simgrid-activities.patch | apt venv
+$(SIMGRID_LIB): lib/smpi/build-simgrid.sh $(wildcard lib/smpi/simgrid-*.patch) | apt venv
 	lib/smpi/build-simgrid.sh build/simgrid $(VENV)/bin/pip
 
 # Lmod beside environment-modules, for the modulefile tests: Debian's lmod

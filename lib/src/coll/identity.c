@@ -160,8 +160,16 @@ static int exchange_start(struct exchange *x, MPI_Comm comm, int size)
     snprintf(x->mine.name, sizeof x->mine.name, "%s", process_cluster());
     x->mine.address = my_address;
     x->mine.rules = wm_rules_fingerprint();
+#ifdef WANMPI_SMPI
+    /* SimGrid SMPI's Iallgather posts all N(N-1) messages at once, and the
+     * simulator's cost grows with the flows in flight: minutes at 512 ranks.
+     * Its blocking allgather takes the selector's algorithm (log N rounds). */
+    x->request = MPI_REQUEST_NULL;
+    int rc = PMPI_Allgather(&x->mine, (int)sizeof x->mine, MPI_BYTE, x->who, (int)sizeof x->mine, MPI_BYTE, comm);
+#else
     int rc = PMPI_Iallgather(&x->mine, (int)sizeof x->mine, MPI_BYTE, x->who, (int)sizeof x->mine, MPI_BYTE,
                              comm, &x->request);
+#endif
     if (rc != MPI_SUCCESS) {
         free(x->who);
         x->who = NULL;

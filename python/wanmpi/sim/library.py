@@ -86,5 +86,10 @@ def smpirun_wrapper(lib: Path | None) -> list[str]:
 
 
 def describe(lib: Path | None) -> str:
-    """For the result document's settings."""
-    return "Debian's libsimgrid 3.32" if lib is None else f"{lib} (3.32 with lib/smpi/simgrid-activities.patch)"
+    """For the result document's settings: the library and the patches
+    lib/smpi/build-simgrid.sh lists beside it."""
+    if lib is None:
+        return "Debian's libsimgrid 3.32"
+    listed = lib.with_name(lib.name + ".patches")
+    patches = listed.read_text().split() if listed.is_file() else []
+    return f"{lib} (3.32 with {', '.join('lib/smpi/' + p for p in patches) or 'patches not listed'})"
