@@ -29,3 +29,24 @@ def test_trees_in_a_chain_of_sites_are_exact(tmp_path, monkeypatch, fan):
         assert document["counts"] == {"cases": 1, "ok": 1, "failed": 0}
         stats = document["cases"][0]["metrics"]["wanmpi_stats"]["collectives"]["bcast"]
         assert stats["multilane"] == stats["calls"] == 4, stats
+
+
+@pytest.mark.parametrize("fan", ["2", "3"])
+def test_trees_in_a_star_of_sites_and_interleaved_owners_are_exact(tmp_path, monkeypatch, fan):
+    """Three sites of 7 ranks 10 ms apart: the broadcast's sites form a star,
+    one segment per non-root rank of the root's site, more segments than the
+    fan-out, so consecutive segments start their trees in turn in each of
+    the fan blocks (wm_interleave); the reductions' pieces take their owners
+    in the same order. collbench checks every byte of both."""
+    monkeypatch.setenv("WANMPI_FAN", fan)
+    out = tmp_path / "star.json"
+    assert main(["sim", "-t", str(THREE), "--nodes-per-cluster", "7", "--nic-rate", "10Gbit",
+                 "--wan-rate", "100Gbit", "--delay", "10ms", "--coll", "bcast", "allreduce",
+                 "--bytes", "4MiB", "64KiB", "--json", str(out), "--timeout", "300"]) == 0
+    document = json.loads(out.read_text())
+    assert document["counts"] == {"cases": 1, "ok": 1, "failed": 0}
+    rows = document["cases"][0]["metrics"]["rows"]
+    assert len(rows) == 4 and all(row["checked"] for row in rows), rows
+    collectives = document["cases"][0]["metrics"]["wanmpi_stats"]["collectives"]
+    for op in ("bcast", "allreduce"):
+        assert collectives[op]["multilane"] == collectives[op]["calls"] == 4, collectives

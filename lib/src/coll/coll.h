@@ -249,8 +249,13 @@ int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated);
 int wm_bcast_fan(int64_t total, int64_t chunk, int root_others, int widest, int onward);
 /* Where segment s of `segments` starts among n ranks: evenly spread, or with
  * `fan` trees of fan-out `fan` > 1, ceil((n-1)/fan) apart (inner positions
- * that do not overlap). */
+ * that do not overlap); more segments than `fan`: evenly spread in the order
+ * wm_interleave takes them. */
 int wm_tree_start(int s, int segments, int n, int fan);
+/* The s-th of `count` items taken in turn from `fan` blocks of ceil(count/fan)
+ * (a permutation of 0 .. count-1): f consecutive segments or pieces start
+ * their trees about n/f ranks apart, so their inner ranks differ. */
+int wm_interleave(int s, int count, int fan);
 /* The broadcast's `fan` trees over n ranks, started by wm_tree_start: for
  * each tree the rank (its place in the cluster's order, as wm_tree_start's)
  * that sends its segment on to the next cluster, the leaf sending least so

@@ -2,8 +2,10 @@
  *
  * Multi-lane (after Rabenseifner, made WAN-aware). The vector is cut into
  * pieces of about one chunk. Every piece p has one owner per cluster (for
- * allreduce and reduce: lane p mod k of the cluster; for reduce-scatter the
- * rank that receives the block in its own cluster, a lane elsewhere):
+ * allreduce and reduce: lane p mod k of the cluster, with trees the lanes in
+ * the order wm_interleave takes them, so that consecutive pieces' trees have
+ * different inner ranks; for reduce-scatter the rank that receives the block
+ * in its own cluster, a lane elsewhere):
  *
  *   1. local reduce: the piece travels a chain through the cluster in ring
  *      order, starting after the owner and ending at it; every rank adds its
@@ -137,7 +139,8 @@ static int owner(const struct red *r, int x, int64_t p)
         return wm_lane_rank(wc, x, wc->index_of[b] % wm_lanes(wc, x));
     }
     int64_t turn = r->homed ? p / wc->nclusters : p;
-    return wm_lane_rank(wc, x, (int)(turn % wm_lanes(wc, x)));
+    int lanes = wm_lanes(wc, x), lane = (int)(turn % lanes);
+    return wm_lane_rank(wc, x, r->fan > 1 ? wm_interleave(lane, lanes, r->fan) : lane);
 }
 
 /* Piece p's ways through my cluster: where my partial goes (`up`, -1: I
