@@ -32,11 +32,20 @@
  * Trees started n/f apart, each sending on from its last position,
  * overlapped (2 x 16 ranks, f = 4: a rank inner in two trees, 1.5 M/b;
  * SimGrid measured 1.6 M/b, 1.39x the bound against the chain's 1.22x). For
- * the reductions, whose pieces each have their own owner at the root, the
- * load is (1 + f)/2 (measured: 1.2 M/b at f = 4, 1.19x against 1.03x), where
- * an allreduce's M is twice its vector (up, then down: counted once, the
- * model took trees at 2 x 8 that lost 3-10 %). A tree is taken only where its time
- * is under 0.9 of the chain's.
+ * the reductions, whose pieces each have their own owner at the root (every
+ * rank a lane), every position comes round to every rank alike, so the load
+ * does not grow with f: 1.5 for every tree, where an allreduce's M is twice
+ * its vector (up, then down: counted once, the model took trees at 2 x 8
+ * that lost 3-10 %). Until 2026-12-02 it was (1 + f)/2 (from 1.2 M/b at
+ * f = 4 over 2 x 8, where the chain stays), which kept f = 2 and its deeper
+ * trees at every size; what SimGrid measured there (2 sites, 1 MiB
+ * allreduce; 10 Gbit/s, 100 us a hop): f = 2 / 3 / 4 at 16 ranks a site
+ * 12.52 / 12.49 / 12.20 ms, 32: 12.59 / 12.46 / 12.55, 128: 13.45 / 13.17 /
+ * 13.01, 256: f = 2 14.16, f = 4 13.23; 4 MiB at 32: f = 2 17.21, f = 3
+ * 16.34; 16 MiB at 8-32 within 2 %
+ * of each other (docs/scale.md, "The reductions' fan-out"). Few lanes
+ * (WANMPI_LANES): the lanes' trees keep their inner ranks, load f. A tree
+ * is taken only where its time is under 0.9 of the chain's.
  *
  * More segments than the fan-out (the broadcast's star: one per non-root
  * rank of the root's cluster) or pieces with owners of their own (the
@@ -55,6 +64,7 @@
 
 #define MAX_AUTO_FAN 4          /* more children than this: arrivals at once the model does not see */
 #define TREE_MARGIN 0.9
+#define ROTATED_LOAD 1.5        /* a reduction's tree of any fan-out, every rank a lane (above) */
 
 int wm_tree_depth(int n, int fan)
 {
@@ -209,7 +219,7 @@ int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated)
 {
     double load[MAX_AUTO_FAN + 1];
     for (int f = 1; f <= MAX_AUTO_FAN; f++)
-        load[f] = rotated ? (1 + f) / 2.0 : f;
+        load[f] = f == 1 ? 1 : rotated ? ROTATED_LOAD : f;
     return least_time(total, chunk, n, load);
 }
 
