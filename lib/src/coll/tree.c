@@ -36,14 +36,10 @@
  * rank a lane), every position comes round to every rank alike, so the load
  * does not grow with f: 1.5 for every tree, where an allreduce's M is twice
  * its vector (up, then down: counted once, the model took trees at 2 x 8
- * that lost 3-10 %). Until 2026-12-02 it was (1 + f)/2 (from 1.2 M/b at
- * f = 4 over 2 x 8, where the chain stays), which kept f = 2 and its deeper
- * trees at every size; what SimGrid measured there (2 sites, 1 MiB
- * allreduce; 10 Gbit/s, 100 us a hop): f = 2 / 3 / 4 at 16 ranks a site
- * 12.52 / 12.49 / 12.20 ms, 32: 12.59 / 12.46 / 12.55, 128: 13.45 / 13.17 /
- * 13.01, 256: f = 2 14.16, f = 4 13.23; 4 MiB at 32: f = 2 17.21, f = 3
- * 16.34; 16 MiB at 8-32 within 2 %
- * of each other (docs/scale.md, "The reductions' fan-out"). Few lanes
+ * that lost 3-10 %). Until 2026-12-02 it was (1 + f)/2, which kept f = 2
+ * and its deeper trees at every size: SimGrid, 2 sites, 1 MiB allreduce,
+ * 100 us a hop, f = 2 / 4 at 128 ranks a site 13.45 / 13.01 ms, at 256
+ * 14.16 / 13.23 (docs/scale.md, "The reductions' fan-out"). Few lanes
  * (WANMPI_LANES): the lanes' trees keep their inner ranks, load f. A tree
  * is taken only where its time is under 0.9 of the chain's.
  *
@@ -219,7 +215,7 @@ int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated)
 {
     double load[MAX_AUTO_FAN + 1];
     for (int f = 1; f <= MAX_AUTO_FAN; f++)
-        load[f] = f == 1 ? 1 : rotated ? ROTATED_LOAD : f;
+        load[f] = rotated && f > 1 ? ROTATED_LOAD : f;
     return least_time(total, chunk, n, load);
 }
 
