@@ -235,12 +235,13 @@ int wm_tree_depth(int n, int fan);
 int wm_tree_parent(int t, int fan);
 /* Position t's children among n: how many, the first at *first (the rest follow). */
 int wm_tree_children(int t, int n, int fan, int *first);
-/* The fan-out for `total` bytes in chunks of `chunk` bytes through clusters
- * of up to n ranks: WANMPI_FAN, or the model's choice from WANMPI_NIC_RATE
- * and WANMPI_LAN_LATENCY (1, the chain, when the rate is unknown); `rotated`:
- * every piece has its own tree root (the reductions), so the busiest rank
- * carries less than f times the message. */
-int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated);
+/* The reductions' fan-out for a vector of `bytes` through clusters of up to
+ * n ranks in chunks of `chunk` bytes, `passes` times (2: up and down):
+ * WANMPI_FAN, or the model's choice from WANMPI_NIC_RATE, WANMPI_LAN_LATENCY
+ * and WANMPI_WAN_DELAY (1, the chain, when the rate is unknown); `rotated`:
+ * every piece has its own tree root, so the busiest rank carries less than
+ * f times the vector. */
+int wm_tree_fan(int64_t bytes, int passes, int64_t chunk, int n, int rotated);
 /* The broadcast's fan-out: the same model, the busiest rank's load computed
  * from the layout of its trees (wm_tree_start) over the root cluster's
  * `root_others` non-root ranks and the widest other cluster's `widest`

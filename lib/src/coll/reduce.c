@@ -687,7 +687,7 @@ int wm_reduce_multilane(struct wm_sched *s, const struct wm_comm *wc, const void
      * out; an allreduce moves the vector through its cluster twice (partials
      * up, the result down) */
     int64_t bytes = total * (int64_t)r->l.size;
-    r->fan = wm_tree_fan(mode == WM_TO_ALL ? 2 * bytes : bytes, r->chunk * (int64_t)r->l.size, widest,
+    r->fan = wm_tree_fan(bytes, mode == WM_TO_ALL ? 2 : 1, r->chunk * (int64_t)r->l.size, widest,
                          wc->lanes == 0 || wc->lanes >= widest);
     wm_debug(2, "reduction: %lld bytes, fan-out %d", (long long)bytes, r->fan);
 

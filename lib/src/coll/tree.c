@@ -34,14 +34,42 @@
  * SimGrid measured 1.6 M/b, 1.39x the bound against the chain's 1.22x). For
  * the reductions, whose pieces each have their own owner at the root (every
  * rank a lane), every position comes round to every rank alike, so the load
- * does not grow with f: 1.5 for every tree, where an allreduce's M is twice
- * its vector (up, then down: counted once, the model took trees at 2 x 8
- * that lost 3-10 %). Until 2026-12-02 it was (1 + f)/2, which kept f = 2
- * and its deeper trees at every size: SimGrid, 2 sites, 1 MiB allreduce,
+ * does not grow with f. Until 2026-12-02 it was (1 + f)/2, which kept f = 2
+ * and its deeper trees at every size (SimGrid, 2 sites, 1 MiB allreduce,
  * 100 us a hop, f = 2 / 4 at 128 ranks a site 13.45 / 13.01 ms, at 256
- * 14.16 / 13.23 (docs/scale.md, "The reductions' fan-out"). Few lanes
- * (WANMPI_LANES): the lanes' trees keep their inner ranks, load f. A tree
- * is taken only where its time is under 0.9 of the chain's.
+ * 14.16 / 13.23; docs/scale.md, "The reductions' fan-out"). Few lanes
+ * (WANMPI_LANES): the lanes' trees keep their inner ranks, load f.
+ *
+ * The reductions are timed beyond the WAN's delay d (which every fan-out
+ * waits alike), with m = M/b for the vector once, passes 2 (an allreduce:
+ * partials up, the result down) or 1, fill(f) = depth(f, n) (f c / b + L):
+ *
+ *   chain:   max(2 fill + m / 2 + 0.9 max(0, m - fill),   2 m + 2 fill - d)
+ *   tree:    max(1.6 m + 2 fill,                           2 load m + 2 fill - d)
+ *   1 pass:  load m + 2 fill (load 1 for the chain; T(f) above with the
+ *            new load, not measured: collbench under SMPI has no reduce)
+ *
+ * A fit to SimGrid's times with every fan-out forced at 20 points (2 sites,
+ * 4-32 nodes, 10-100 Gbit/s NICs, 1-30 ms, 1-64 MiB; docs/scale.md, "The
+ * reductions' model"), not a derivation. The second terms are the NICs:
+ * every rank carries every piece up and down, 2 m, the passes overlapping
+ * where d is short against m; a rotated tree's busiest rank 1.15 of that
+ * (16 MiB, 2 x 8-32, 10 ms: 1.13-1.19 x 2 m at every f). The first terms
+ * are the passes a WAN delay apart: a chain's ranks meet a piece at their
+ * place along it, so their work spreads over the fill and only what
+ * exceeds it shows (1 MiB: d + 2 fill + 0.3-0.65 ms; 16 MiB at 2 x 16:
+ * 21.0 ms beyond d at 10 and at 30 ms), while a tree's leaves send every
+ * piece at once and its pieces come down together, a good part of a
+ * second m (0.4-1.1 m measured). The fit chooses within 3.3 % of the best
+ * fan-out at all 20 points; the old model was up to 17 % off: it priced the
+ * reductions as the broadcast, M twice the vector and load 1.5, a tree 0.5
+ * x 2 m dearer than the chain where SimGrid measures about 0.13 x 2 m, and
+ * kept the chain for 16 MiB at 2 x 32 ranks (36.3 ms against f = 3's 31.8)
+ * and for 4 MiB at 2 x 16 (17.7 against f = 4's 15.6).
+ *
+ * A tree is taken only where its time is under 0.9 of the chain's (the
+ * broadcast), or its time beyond d under 0.95 of the chain's (the
+ * reductions).
  *
  * More segments than the fan-out (the broadcast's star: one per non-root
  * rank of the root's cluster) or pieces with owners of their own (the
@@ -60,7 +88,8 @@
 
 #define MAX_AUTO_FAN 4          /* more children than this: arrivals at once the model does not see */
 #define TREE_MARGIN 0.9
-#define ROTATED_LOAD 1.5        /* a reduction's tree of any fan-out, every rank a lane (above) */
+#define REDUCTION_MARGIN 0.95
+#define ROTATED_LOAD 1.15       /* a reduction's tree of any fan-out, every rank a lane (above) */
 
 int wm_tree_depth(int n, int fan)
 {
@@ -188,21 +217,47 @@ static double tree_time(double message_s, double chunk_s, double latency_s, int 
     return load * message_s + 2 * wm_tree_depth(n, fan) * (fan * chunk_s + latency_s);
 }
 
-/* The fan-out whose model time is least, a tree only under TREE_MARGIN of
- * the chain; load[f] for f = 1 .. MAX_AUTO_FAN (0: not a choice). */
-static int least_time(int64_t total, int64_t chunk, int n, const double *load)
+/* The fan-out whose time time_of(f) is least, a tree only under `margin` of
+ * the chain's; WANMPI_FAN, or the chain where the NIC rate is unknown. */
+struct fan_model {
+    double m, c, l, d;          /* the message, a chunk at a NIC, a hop's latency, the WAN's delay */
+    int n, passes;
+    const double *load;         /* load[f] for f = 1 .. MAX_AUTO_FAN (0: not a choice) */
+};
+
+static double bcast_time(const struct fan_model *fm, int f)
+{
+    return tree_time(fm->m, fm->c, fm->l, fm->n, f, fm->load[f]);
+}
+
+static double reduction_time(const struct fan_model *fm, int f)
+{
+    double m = fm->m, load = fm->load[f];
+    double fill = wm_tree_depth(fm->n, f) * (f * fm->c + fm->l);
+    if (fm->passes < 2)
+        return load * m + 2 * fill;
+    double nics = 2 * load * m + 2 * fill - fm->d;
+    double apart = f == 1 ? 2 * fill + m / 2 + 0.9 * (m > fill ? m - fill : 0) : 1.6 * m + 2 * fill;
+    return apart > nics ? apart : nics;
+}
+
+static int least_time(int64_t total, int64_t chunk, int n, int passes, const double *load, double margin,
+                      double (*time_of)(const struct fan_model *, int))
 {
     const struct wm_settings *st = wm_settings();
     if (st->fan > 0)
         return st->fan;
     if (st->nic_rate <= 0 || n <= 2)
         return 1;
-    double m = (double)total * 8.0 / st->nic_rate, c = (double)chunk * 8.0 / st->nic_rate;
-    double l = (double)st->lan_latency_us * 1e-6;
-    double best = TREE_MARGIN * tree_time(m, c, l, n, 1, load[1]);
+    struct fan_model fm = {
+        .m = (double)total * 8.0 / st->nic_rate, .c = (double)chunk * 8.0 / st->nic_rate,
+        .l = (double)st->lan_latency_us * 1e-6, .d = st->wan_delay_us > 0 ? (double)st->wan_delay_us * 1e-6 : 0,
+        .n = n, .passes = passes, .load = load,
+    };
+    double best = margin * time_of(&fm, 1);
     int fan = 1;
     for (int f = 2; f <= MAX_AUTO_FAN && f < n; f++) {
-        double t = tree_time(m, c, l, n, f, load[f]);
+        double t = time_of(&fm, f);
         if (load[f] > 0 && t < best) {
             best = t;
             fan = f;
@@ -211,12 +266,12 @@ static int least_time(int64_t total, int64_t chunk, int n, const double *load)
     return fan;
 }
 
-int wm_tree_fan(int64_t total, int64_t chunk, int n, int rotated)
+int wm_tree_fan(int64_t bytes, int passes, int64_t chunk, int n, int rotated)
 {
     double load[MAX_AUTO_FAN + 1];
     for (int f = 1; f <= MAX_AUTO_FAN; f++)
         load[f] = rotated && f > 1 ? ROTATED_LOAD : f;
-    return least_time(total, chunk, n, load);
+    return least_time(bytes, chunk, n, passes, load, REDUCTION_MARGIN, reduction_time);
 }
 
 int wm_bcast_fan(int64_t total, int64_t chunk, int root_others, int widest, int onward)
@@ -225,10 +280,10 @@ int wm_bcast_fan(int64_t total, int64_t chunk, int root_others, int widest, int 
     int n = root_others + 1 > widest ? root_others + 1 : widest;
     double load[MAX_AUTO_FAN + 1] = { 0, 1 };
     if (st->fan > 0 || st->nic_rate <= 0 || n <= 2)
-        return least_time(total, chunk, n, load);
+        return least_time(total, chunk, n, 1, load, TREE_MARGIN, bcast_time);
     for (int f = 2; f <= MAX_AUTO_FAN; f++) {
         double r = bcast_load(root_others, f, 1), x = bcast_load(widest, f, onward);
         load[f] = r == 0 || x == 0 ? 0 : r > x ? r : x;
     }
-    return least_time(total, chunk, n, load);
+    return least_time(total, chunk, n, 1, load, TREE_MARGIN, bcast_time);
 }
