@@ -217,8 +217,7 @@ static double tree_time(double message_s, double chunk_s, double latency_s, int 
     return load * message_s + 2 * wm_tree_depth(n, fan) * (fan * chunk_s + latency_s);
 }
 
-/* The fan-out whose time time_of(f) is least, a tree only under `margin` of
- * the chain's; WANMPI_FAN, or the chain where the NIC rate is unknown. */
+/* A fan-out model's inputs, in seconds at a NIC (least_time fills them in). */
 struct fan_model {
     double m, c, l, d;          /* the message, a chunk at a NIC, a hop's latency, the WAN's delay */
     int n, passes;
@@ -235,12 +234,14 @@ static double reduction_time(const struct fan_model *fm, int f)
     double m = fm->m, load = fm->load[f];
     double fill = wm_tree_depth(fm->n, f) * (f * fm->c + fm->l);
     if (fm->passes < 2)
-        return load * m + 2 * fill;
+        return tree_time(m, fm->c, fm->l, fm->n, f, load);
     double nics = 2 * load * m + 2 * fill - fm->d;
     double apart = f == 1 ? 2 * fill + m / 2 + 0.9 * (m > fill ? m - fill : 0) : 1.6 * m + 2 * fill;
     return apart > nics ? apart : nics;
 }
 
+/* The fan-out whose time time_of(f) is least, a tree only under `margin` of
+ * the chain's; WANMPI_FAN, or the chain where the NIC rate is unknown. */
 static int least_time(int64_t total, int64_t chunk, int n, int passes, const double *load, double margin,
                       double (*time_of)(const struct fan_model *, int))
 {
