@@ -98,6 +98,10 @@ def test_relays_hook_sets_relays_on_every_cluster():
     raw = spec.transform(tomllib.loads(BASE.text))
     assert [c["relays"] for c in raw["cluster"]] == [2, 2]
     assert tomllib.loads(bc.to_toml(raw)) == raw
+    # the base's busy_poll stays (how the relays run), its traffic settings do not
+    based = tomllib.loads(BASE.text + '\n[relay]\nbusy_poll = "50us"\nconnections = 4\n')
+    assert spec.transform(based)["relay"] == {"busy_poll": "50us"}
+    assert "relay" not in raw
 
 
 @pytest.mark.parametrize("name", ["two-clusters.toml", "three-clusters.toml", "private-cluster.toml",

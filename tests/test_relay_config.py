@@ -95,6 +95,25 @@ def test_wanrelay_accepts_every_generated_config(tmp_path):
         assert done.returncode == 0, (relay.name, done.stdout + done.stderr)
 
 
+def test_busy_poll_reaches_every_relay_and_passes_wanrelays_check(tmp_path):
+    """[relay] busy_poll becomes each relay's busy_poll (absent: none, the
+    relay sleeps between events); the configs pass wanrelay --check."""
+    key = tmp_path / "psk"
+    key.write_text("k" * 32)
+    key.chmod(0o600)
+    t = topo.loads(THREE.replace("[relay]\nconnections = 2\n", "[relay]\nconnections = 2\nbusy_poll = \"50us\"\n"))
+    assert t.relay.busy_poll_us == 50
+    for relay in t.relays:
+        c = relays.config(t, relay, key)
+        assert c["busy_poll"] == "50us"
+        f = tmp_path / f"{relay.name}.json"
+        f.write_text(json.dumps(c))
+        done = subprocess.run([str(paths.WANRELAY), "--config", str(f), "--check"], capture_output=True, text=True)
+        assert done.returncode == 0, (relay.name, done.stdout + done.stderr)
+    plain = topo.loads(THREE)
+    assert "busy_poll" not in relays.config(plain, plain.relays[0], key)
+
+
 def test_rbudp_relays_get_udp_and_the_blast_settings(tmp_path):
     """`transport = "rbudp"`: every peer blasts at the topology's rate per pair,
     with its payload and stream choice; the configs pass wanrelay --check."""

@@ -108,3 +108,40 @@ async fn loopback_throughput_and_latency_through_two_relays() {
         (relayed_med - direct_med) / 4.0
     );
 }
+
+/// 1-byte ping-pong through two relays without and with `busy_poll`, in
+/// alternating rounds (printed, not asserted): what polling instead of
+/// sleeping saves per relay pass when the relays have CPU to spin on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_latency_with_and_without_busy_polling() {
+    const ROUNDS: usize = 3000;
+    let dest = Dest::new("127.0.2.1").await;
+    let sleeping = world(WorldOptions::default());
+    let polling = world(WorldOptions {
+        top: "busy_poll = \"100us\"",
+        ..Default::default()
+    });
+    sleeping.wait_trunks(1).await;
+    polling.wait_trunks(1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (mut direct, mut slept, mut polled) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let (c, s) = direct_pair(&dest).await;
+        direct.push(pingpong(c, s, 1, ROUNDS).await.0);
+        let (c, s) = relayed_pair(sleeping.a.inside, &dest).await;
+        slept.push(pingpong(c, s, 1, ROUNDS).await.0);
+        let (c, s) = relayed_pair(polling.a.inside, &dest).await;
+        polled.push(pingpong(c, s, 1, ROUNDS).await.0);
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    let (d, s, p) = (med(&mut direct), med(&mut slept), med(&mut polled));
+    println!("loopback, 1-byte ping-pong RTT, median of 3 rounds of {ROUNDS} (each a median):");
+    println!(
+        "  direct {d:.1} us; two relays {s:.1} us ({:.1} us per relay pass); busy_poll 100us {p:.1} us ({:.1} us per pass)",
+        (s - d) / 4.0,
+        (p - d) / 4.0
+    );
+}

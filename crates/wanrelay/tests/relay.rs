@@ -56,6 +56,36 @@ async fn exact_bytes_both_ways_and_original_source_delivered() {
     );
 }
 
+/// With `busy_poll` the relays carry the same bytes, spin after traffic
+/// (counted), and stop spinning when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_polling_relays_carry_exact_bytes_and_count_their_spinning() {
+    let w = world(WorldOptions {
+        top: "busy_poll = \"200us\"",
+        ..Default::default()
+    });
+    w.wait_trunks(1).await;
+    let dest = Dest::new("127.0.2.1").await;
+    let c = open_ok(w.a.inside, "127.0.1.1", dest.addr).await;
+    let (s, _) = dest.accept().await;
+    const N: usize = 20 * 1000 * 1000;
+    exchange(c, s, N).await;
+    let spun = |page: &str| metric(page, "wanrelay_busy_poll_nanoseconds_total").unwrap_or(0.0);
+    let (a, b) = (w.a.scrape().await, w.b().scrape().await);
+    assert!(
+        spun(&a) > 0.0 && spun(&b) > 0.0,
+        "both relays spun after traffic"
+    );
+    // idle (no PING before 5 s of silence; scrapes are not traffic): at
+    // most one window more each, then nothing
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (a1, b1) = (spun(&w.a.scrape().await), spun(&w.b().scrape().await));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (a2, b2) = (spun(&w.a.scrape().await), spun(&w.b().scrape().await));
+    assert_eq!((a1, b1), (a2, b2), "idle relays do not spin");
+    assert!(w.a.log_text().contains("busy polling after traffic"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_connections() {
     let w = world(WorldOptions {

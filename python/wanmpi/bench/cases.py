@@ -74,6 +74,9 @@ SINGLE_CLUSTER = TopologySpec("single-cluster", single_cluster_transform, (IDLE_
                               "one cluster with all the nodes (the normalisation)")
 
 
+RELAY_KEYS_KEPT = ("busy_poll",)      # [relay] keys of the base topology with_relays keeps
+
+
 def with_relays(n: int, relay_nic_bps: int | None = None, public: bool = False) -> TopologySpec:
     """Every cluster of the base topology with `n` relay nodes (`relays = n`),
     at `relay_nic_bps` (None: the node NIC), made public if `public` (so
@@ -81,6 +84,11 @@ def with_relays(n: int, relay_nic_bps: int | None = None, public: bool = False) 
     starts the relays when the topology has them."""
     def transform(raw: dict) -> dict:
         out = {k: v for k, v in raw.items() if k != "relay"}
+        # how the relays run (busy_poll) stays the base's; how they carry
+        # traffic (connections, pacing, transport) is the benchmark's
+        kept = {k: v for k, v in raw.get("relay", {}).items() if k in RELAY_KEYS_KEPT}
+        if kept:
+            out["relay"] = kept
         clusters = []
         for c in raw["cluster"]:
             c = {k: v for k, v in c.items() if k != "relay_nic" and not (public and k == "private")}

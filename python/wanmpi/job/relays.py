@@ -142,6 +142,7 @@ def config(topo: Topology, relay: Relay, key_file: Path) -> dict:
     return {
         "name": relay.name, "cluster": relay.cluster, "key_file": str(key_file),
         "log_level": "info",
+        **({"busy_poll": f"{topo.relay.busy_poll_us}us"} if topo.relay.busy_poll_us else {}),
         "inside": {"listen": [relay.inside_endpoint], "members": [f"{n.address}/32" for n in cluster.nodes],
                    "bind": relay.inside},
         "outside": {"listen": [relay.outside_endpoint], "bind": relay.outside,

@@ -209,7 +209,9 @@ class RelaySettings:
     data may go as RBUDP blasts at `rbudp_rate_bps` per relay pair (explicit:
     RBUDP is not TCP-friendly) in datagrams of `rbudp_payload` bytes, for
     every connection (`rbudp_streams = "all"`) or only those whose ranks
-    asked with the WANMPI_UDP_PARAMS attribute ("requested").
+    asked with the WANMPI_UDP_PARAMS attribute ("requested"). `busy_poll_us`:
+    each relay keeps polling its sockets this long after it last moved bytes
+    instead of sleeping (0: off; docs/wanrelay.md, "Busy polling").
     """
     connections: int = 1
     pacing: str | int = "auto"      # "auto", "off" or bits/s
@@ -218,6 +220,7 @@ class RelaySettings:
     rbudp_payload: int | None = None
     rbudp_streams: str = "all"
     standing: bool = False          # real sites: relays kept running (`wanmpi relay up`), not per job
+    busy_poll_us: int = 0           # wanrelay's busy_poll: polling, not sleeping, this long after traffic
 
 
 @dataclass(frozen=True)

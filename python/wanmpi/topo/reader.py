@@ -41,7 +41,9 @@ COLLECTIVES_DEFAULTS = {"lanes": "auto", "chunk": "32KiB", "small": "8KiB",
 PACING_MODES = ("off", "fixed", "matb")
 ALLTOALL_RATES = ("auto", "matb", "off")           # how an all-to-all is paced while it runs
 PACING_KEYS = {"mode", "rate", "senders", "alltoall", "divisor"}
-RELAY_KEYS = {"connections", "pacing", "transport", "rbudp_rate", "rbudp_payload", "rbudp_streams", "standing"}
+RELAY_KEYS = {"connections", "pacing", "transport", "rbudp_rate", "rbudp_payload", "rbudp_streams", "standing",
+              "busy_poll"}
+MAX_BUSY_POLL_US = 10_000           # wanrelay's own limit
 RELAY_TRANSPORTS = ("tcp", "rbudp")
 RBUDP_STREAMS = ("all", "requested")
 TOP_KEYS = {"testbed", "cluster", "wan", "collectives", "pacing", "relay"}
@@ -180,7 +182,11 @@ class _Reader:
         if standing and any(r.emulated for c in clusters for r in c.relay_nodes):
             raise self.fail("relay.standing", "only for relay hosts of real clusters (relays = [{ host = ... }]); "
                             "the testbed starts its relays for each job")
-        return RelaySettings(connections, pacing, transport, **rbudp, standing=standing)
+        busy_poll_us = self.convert("relay.busy_poll", settings.get("busy_poll", 0), units.parse_duration_us)
+        if not 0 <= busy_poll_us <= MAX_BUSY_POLL_US:
+            raise self.fail("relay.busy_poll", f"{settings['busy_poll']!r}: 0 (off) to 10ms (a relay polls that "
+                            "long without sleeping after it last moved bytes)")
+        return RelaySettings(connections, pacing, transport, **rbudp, standing=standing, busy_poll_us=busy_poll_us)
 
     def pacing(self, raw: object) -> Pacing:
         settings = self.table(raw, "pacing", PACING_KEYS)

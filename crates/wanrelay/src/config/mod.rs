@@ -215,6 +215,10 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Runtime threads: 1 runs everything on one thread (the default).
     pub threads: usize,
+    /// How long the relay keeps polling its sockets, without sleeping,
+    /// after it last moved bytes (0: never; it sleeps in the kernel
+    /// between events and every message costs a wake-up).
+    pub busy_poll: Duration,
     /// Peers.
     pub peers: Vec<PeerConfig>,
     /// Trunk protocol settings.

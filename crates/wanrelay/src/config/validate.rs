@@ -17,19 +17,24 @@ use super::units::parse_socket_addr;
 use super::{Config, ConfigError, Dial, PeerConfig, Transport};
 
 /// The top-level keys of the file.
-const ROOT_KEYS: [&str; 11] = [
+const ROOT_KEYS: [&str; 12] = [
     "name",
     "cluster",
     "key_file",
     "log_level",
     "shutdown_grace",
     "threads",
+    "busy_poll",
     "inside",
     "outside",
     "metrics",
     "trunk",
     "peer",
 ];
+
+/// The longest `busy_poll`: spinning longer after every byte is a core
+/// given to the relay, which `threads` and a machine of its own say better.
+const MAX_BUSY_POLL: Duration = Duration::from_millis(10);
 
 /// The top-level keys that are not tables.
 struct RelayKeys {
@@ -38,6 +43,7 @@ struct RelayKeys {
     key_file: PathBuf,
     log_level: String,
     threads: usize,
+    busy_poll: Duration,
     shutdown_grace: Duration,
 }
 
@@ -105,6 +111,7 @@ impl Config {
             metrics_listen,
             shutdown_grace: relay.shutdown_grace,
             threads: relay.threads,
+            busy_poll: relay.busy_poll,
             peers,
             trunk,
         };
@@ -120,7 +127,7 @@ impl Config {
 }
 
 /// `name`, `cluster`, `key_file` (relative to the file's directory),
-/// `log_level`, `threads`, `shutdown_grace`.
+/// `log_level`, `threads`, `busy_poll`, `shutdown_grace`.
 fn relay_keys(root: &Table<'_>, path: &Path) -> Result<RelayKeys, ConfigError> {
     let name = root.name("name")?;
     let cluster = root.name("cluster")?;
@@ -143,6 +150,13 @@ fn relay_keys(root: &Table<'_>, path: &Path) -> Result<RelayKeys, ConfigError> {
         ));
     }
     let threads = root.opt_int("threads", 1, 64)?.unwrap_or(1) as usize;
+    let busy_poll = root.opt_duration("busy_poll")?.unwrap_or(Duration::ZERO);
+    if busy_poll > MAX_BUSY_POLL {
+        return Err(root.err(
+            "busy_poll",
+            format!("{busy_poll:?} is too long: at most 10ms (a relay spins that long after each byte it moves)"),
+        ));
+    }
     let shutdown_grace = root
         .opt_duration("shutdown_grace")?
         .unwrap_or(Duration::from_secs(5));
@@ -152,6 +166,7 @@ fn relay_keys(root: &Table<'_>, path: &Path) -> Result<RelayKeys, ConfigError> {
         key_file,
         log_level,
         threads,
+        busy_poll,
         shutdown_grace,
     })
 }
@@ -296,8 +311,20 @@ mod tests {
         assert_eq!(c.peers[0].dial, Dial::Connect);
         assert_eq!(c.peers[0].pacing_rate, Some(12_500_000));
         assert_eq!(c.preamble_timeout, Duration::from_secs(5));
+        assert_eq!(c.busy_poll, Duration::ZERO);
         assert!(c.members.contains("127.0.1.9".parse().unwrap()));
         assert!(!c.members.contains("127.0.2.9".parse().unwrap()));
+    }
+
+    #[test]
+    fn busy_poll_is_a_duration() {
+        let mut v = base();
+        v["busy_poll"] = json!("50us");
+        let c = Config::from_value(&v, Path::new("/etc/x.toml")).unwrap();
+        assert_eq!(c.busy_poll, Duration::from_micros(50));
+        v["busy_poll"] = json!("10ms");
+        let c = Config::from_value(&v, Path::new("/etc/x.toml")).unwrap();
+        assert_eq!(c.busy_poll, Duration::from_millis(10));
     }
 
     #[test]
@@ -305,6 +332,9 @@ mod tests {
         type Change = fn(&mut Value);
         let cases: Vec<(Change, &str)> = vec![
             (|v| v["name"] = json!("a 0"), "name:"),
+            (|v| v["busy_poll"] = json!("11ms"), "busy_poll:"),
+            (|v| v["busy_poll"] = json!("fast"), "busy_poll:"),
+            (|v| v["busy_poll"] = json!(-1), "busy_poll:"),
             (
                 |v| v["inside"]["members"] = json!(["10.0.0.1/24"]),
                 "inside.members[0]:",

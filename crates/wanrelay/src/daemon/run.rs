@@ -59,6 +59,17 @@ fn start(relay: &Arc<Relay>, listeners: Listeners) -> Vec<JoinHandle<()>> {
         let r = relay.clone();
         tasks.push(tokio::spawn(endpoint::serve(l, move || r.render_metrics())));
     }
+    if relay.ctx.busy_poll.enabled() {
+        let ctx = relay.ctx.clone();
+        let spun = ctx
+            .metrics
+            .counter("wanrelay_busy_poll_nanoseconds_total", &[]);
+        let clock = ctx.clone();
+        info!(window = ?ctx.config.busy_poll, "busy polling after traffic");
+        tasks.push(tokio::spawn(
+            ctx.busy_poll.clone().run(move || clock.now(), spun),
+        ));
+    }
     for (i, p) in relay.ctx.config.peers.iter().enumerate() {
         if p.dial == Dial::Connect {
             for slot in 0..p.trunks {

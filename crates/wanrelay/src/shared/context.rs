@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use wanproto::Pacer;
 
+use super::busy_poll::BusyPoll;
 use super::clock::Clock;
 use super::log_budget::LogBudget;
 use super::metrics::Registry;
@@ -32,6 +33,8 @@ pub struct Context {
     pub metrics: Registry,
     /// The log lines of refused connections and streams (a few a second).
     pub refusal_log: LogBudget,
+    /// Polling without sleeping after traffic (`busy_poll`).
+    pub busy_poll: Arc<BusyPoll>,
     peers: Vec<PeerShared>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
@@ -54,7 +57,9 @@ impl Context {
             })
             .collect();
         let (shutdown_tx, _) = watch::channel(false);
+        let busy_poll = Arc::new(BusyPoll::new(config.busy_poll));
         Arc::new(Context {
+            busy_poll,
             config,
             clock,
             metrics: Registry::default(),
@@ -68,6 +73,14 @@ impl Context {
     /// Nanoseconds since the relay started (CLOCK_MONOTONIC).
     pub fn now(&self) -> u64 {
         self.clock.now()
+    }
+
+    /// The relay moved bytes now: with `busy_poll`, it keeps polling for
+    /// that long (see [`BusyPoll`]).
+    pub fn traffic(&self) {
+        if self.busy_poll.enabled() {
+            self.busy_poll.traffic(self.now());
+        }
     }
 
     /// Sleeps until `at` (relay time in ns); forever for `None`.

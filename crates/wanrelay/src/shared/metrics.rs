@@ -34,6 +34,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("wanrelay_trunk_streams", "gauge", "Streams live on the trunk now."),
     ("wanrelay_trunk_rtt_seconds", "gauge", "Last round-trip time measured with PING on the trunk."),
     ("wanrelay_trunk_send_buffered_bytes", "gauge", "Stream bytes written to the trunk and not yet sent."),
+    ("wanrelay_busy_poll_nanoseconds_total", "counter", "Time the relay spent polling without sleeping after traffic (busy_poll)."),
     ("wanrelay_errors_total", "counter", "Internal errors by kind (accept failures and the like)."),
     ("wanrelay_rbudp_up", "gauge", "1 if the trunk's RBUDP session is up (both SESSION messages exchanged), by peer and trunk."),
     ("wanrelay_rbudp_datagrams_total", "counter", "RBUDP datagrams by peer and kind (sent: all sent, first or resent; resent: resends; received: with new data)."),

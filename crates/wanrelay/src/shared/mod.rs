@@ -7,11 +7,13 @@
 //! * [`context`]: the configuration, the clock, the counters, whether
 //!   shutdown has begun, and the per-peer state trunks and streams share
 //!   (pacers, logged-once flags);
-//! * [`log_budget`]: at most a few refusal lines a second, the rest counted.
+//! * [`log_budget`]: at most a few refusal lines a second, the rest counted;
+//! * [`busy_poll`]: the runtime kept polling for a while after traffic.
 //!
 //! These files use the configuration ([`crate::config`]) and `wanproto`,
 //! nothing above.
 
+pub mod busy_poll;
 pub mod clock;
 pub mod context;
 pub mod log_budget;

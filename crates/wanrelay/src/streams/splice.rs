@@ -288,6 +288,7 @@ async fn to_wan(
             Ok(n) => n,
             Err(e) => return Err(Abort::Local(e)),
         };
+        stream.trunk.ctx.traffic();
         counter.fetch_add(n as u64, Ordering::Relaxed);
         total.fetch_add(n as u64, Ordering::Relaxed);
         switch.refresh(&mut version, &mut bulk);

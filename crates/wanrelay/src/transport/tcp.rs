@@ -119,6 +119,7 @@ async fn read_loop(trunk: Arc<Trunk>, mut rd: OwnedReadHalf, generation: u64) {
         match r {
             Ok(n) if n > 0 => {
                 let now = trunk.ctx.now();
+                trunk.ctx.busy_poll.traffic(now);
                 g.conn.handle_input(now, &buf[..n]);
                 trunk.dispatch(&mut g);
                 trunk.kick(&mut g);

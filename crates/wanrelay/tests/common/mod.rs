@@ -210,6 +210,8 @@ pub struct WorldOptions {
     pub rbudp: &'static str,
     /// Extra keys of b0's peer a0 only (e.g. to make b0 speak tcp).
     pub rbudp_b: Option<&'static str>,
+    /// Top-level keys of both configurations (e.g. `busy_poll = "50us"`).
+    pub top: &'static str,
 }
 
 impl Default for WorldOptions {
@@ -224,6 +226,7 @@ impl Default for WorldOptions {
             tables: "",
             rbudp: "",
             rbudp_b: None,
+            top: "",
         }
     }
 }
@@ -315,7 +318,10 @@ pub fn world(o: WorldOptions) -> World {
         b_metrics,
         &peer_a,
     );
-    let (mut ca, mut cb) = (format!("{ca}\n{}", o.tables), format!("{cb}\n{}", o.tables));
+    let (mut ca, mut cb) = (
+        format!("{}\n{ca}\n{}", o.top, o.tables),
+        format!("{}\n{cb}\n{}", o.top, o.tables),
+    );
     let udp = (!o.rbudp.is_empty()).then(|| {
         let ua = SocketAddr::new(ip("127.0.0.11"), free_udp_port(ip("127.0.0.11")));
         let ub = SocketAddr::new(ip("127.0.0.12"), free_udp_port(ip("127.0.0.12")));

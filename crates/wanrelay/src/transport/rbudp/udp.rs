@@ -251,6 +251,7 @@ pub async fn receive(ctx: Arc<Context>, udp: Arc<UdpPath>) {
                     break;
                 }
             };
+            ctx.traffic();
             let d = &buf[..n];
             let Some(session) = datagram_session(d) else {
                 malformed.fetch_add(1, Ordering::Relaxed);
