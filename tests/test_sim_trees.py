@@ -31,15 +31,16 @@ def test_trees_in_a_chain_of_sites_are_exact(tmp_path, monkeypatch, fan):
         assert stats["multilane"] == stats["calls"] == 4, stats
 
 
-@pytest.mark.parametrize("fan", ["2", "3", "4"])
+@pytest.mark.parametrize("fan", ["2", "3", "4", "6"])
 def test_trees_in_a_star_of_sites_and_interleaved_owners_are_exact(tmp_path, monkeypatch, fan):
     """Three sites of 7 ranks 10 ms apart: the broadcast's sites form a star,
     one segment per non-root rank of the root's site, more segments than the
     fan-out, so consecutive segments start their trees in turn in each of
     the fan blocks (wm_interleave); the reductions' pieces take their owners
-    in the same order, down trees of up to the model's widest fan-out, 4
-    (with 7 ranks: the root's children and one more level). collbench
-    checks every byte of both."""
+    in the same order, down trees of up to the broadcast model's widest
+    fan-out, 4 (with 7 ranks: the root's children and one more level), and
+    6, the reductions' (every other rank of the site a child of the owner).
+    collbench checks every byte of both."""
     monkeypatch.setenv("WANMPI_FAN", fan)
     out = tmp_path / "star.json"
     assert main(["sim", "-t", str(THREE), "--nodes-per-cluster", "7", "--nic-rate", "10Gbit",

@@ -69,7 +69,13 @@
  *
  * A tree is taken only where its time is under 0.9 of the chain's (the
  * broadcast), or its time beyond d under 0.95 of the chain's (the
- * reductions).
+ * reductions). The broadcast's fan-out is at most 4, the reductions' at
+ * most 8: where a wider tree saves a level it was 1-4.5 % faster (SimGrid,
+ * 2 sites, 10 ms: 1 MiB at 8 nodes a site, f = 3 11.85 -> f = 7 11.74 ms;
+ * 16 MiB at 8 nodes of 100 Gbit/s, 1 ms, 3.28 -> 3.14; 1 MiB at 32 nodes
+ * 12.49 -> f = 6 12.32, at 256 13.23 -> f = 8 12.96; docs/scale.md), though
+ * the model prices the wider trees 7-37 % cheaper than that: a choice, not
+ * a forecast.
  *
  * More segments than the fan-out (the broadcast's star: one per non-root
  * rank of the root's cluster) or pieces with owners of their own (the
@@ -86,7 +92,8 @@
 
 #include <stdlib.h>
 
-#define MAX_AUTO_FAN 4          /* more children than this: arrivals at once the model does not see */
+#define MAX_AUTO_FAN 4          /* the broadcast's: more children than this, arrivals at once the model does not see */
+#define MAX_REDUCTION_FAN 8     /* the reductions': f = 6-8 measured 1-4.5 % faster than f <= 4 (below) */
 #define TREE_MARGIN 0.9
 #define REDUCTION_MARGIN 0.95
 #define ROTATED_LOAD 1.15       /* a reduction's tree of any fan-out, every rank a lane (above) */
@@ -242,8 +249,8 @@ static double reduction_time(const struct fan_model *fm, int f)
 
 /* The fan-out whose time time_of(f) is least, a tree only under `margin` of
  * the chain's; WANMPI_FAN, or the chain where the NIC rate is unknown. */
-static int least_time(int64_t total, int64_t chunk, int n, int passes, const double *load, double margin,
-                      double (*time_of)(const struct fan_model *, int))
+static int least_time(int64_t total, int64_t chunk, int n, int passes, const double *load, int max_fan,
+                      double margin, double (*time_of)(const struct fan_model *, int))
 {
     const struct wm_settings *st = wm_settings();
     if (st->fan > 0)
@@ -257,7 +264,7 @@ static int least_time(int64_t total, int64_t chunk, int n, int passes, const dou
     };
     double best = margin * time_of(&fm, 1);
     int fan = 1;
-    for (int f = 2; f <= MAX_AUTO_FAN && f < n; f++) {
+    for (int f = 2; f <= max_fan && f < n; f++) {
         double t = time_of(&fm, f);
         if (load[f] > 0 && t < best) {
             best = t;
@@ -269,10 +276,10 @@ static int least_time(int64_t total, int64_t chunk, int n, int passes, const dou
 
 int wm_tree_fan(int64_t bytes, int passes, int64_t chunk, int n, int rotated)
 {
-    double load[MAX_AUTO_FAN + 1];
-    for (int f = 1; f <= MAX_AUTO_FAN; f++)
+    double load[MAX_REDUCTION_FAN + 1];
+    for (int f = 1; f <= MAX_REDUCTION_FAN; f++)
         load[f] = rotated && f > 1 ? ROTATED_LOAD : f;
-    return least_time(bytes, chunk, n, passes, load, REDUCTION_MARGIN, reduction_time);
+    return least_time(bytes, chunk, n, passes, load, MAX_REDUCTION_FAN, REDUCTION_MARGIN, reduction_time);
 }
 
 int wm_bcast_fan(int64_t total, int64_t chunk, int root_others, int widest, int onward)
@@ -281,10 +288,10 @@ int wm_bcast_fan(int64_t total, int64_t chunk, int root_others, int widest, int 
     int n = root_others + 1 > widest ? root_others + 1 : widest;
     double load[MAX_AUTO_FAN + 1] = { 0, 1 };
     if (st->fan > 0 || st->nic_rate <= 0 || n <= 2)
-        return least_time(total, chunk, n, 1, load, TREE_MARGIN, bcast_time);
+        return least_time(total, chunk, n, 1, load, MAX_AUTO_FAN, TREE_MARGIN, bcast_time);
     for (int f = 2; f <= MAX_AUTO_FAN; f++) {
         double r = bcast_load(root_others, f, 1), x = bcast_load(widest, f, onward);
         load[f] = r == 0 || x == 0 ? 0 : r > x ? r : x;
     }
-    return least_time(total, chunk, n, 1, load, TREE_MARGIN, bcast_time);
+    return least_time(total, chunk, n, 1, load, MAX_AUTO_FAN, TREE_MARGIN, bcast_time);
 }
