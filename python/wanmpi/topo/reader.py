@@ -183,7 +183,7 @@ class _Reader:
             raise self.fail("relay.standing", "only for relay hosts of real clusters (relays = [{ host = ... }]); "
                             "the testbed starts its relays for each job")
         busy_poll_us = self.convert("relay.busy_poll", settings.get("busy_poll", 0), units.parse_duration_us)
-        if not 0 <= busy_poll_us <= MAX_BUSY_POLL_US:
+        if busy_poll_us > MAX_BUSY_POLL_US:                 # parse_duration_us refuses negative ones
             raise self.fail("relay.busy_poll", f"{settings['busy_poll']!r}: 0 (off) to 10ms (a relay polls that "
                             "long without sleeping after it last moved bytes)")
         return RelaySettings(connections, pacing, transport, **rbudp, standing=standing, busy_poll_us=busy_poll_us)

@@ -64,11 +64,9 @@ fn start(relay: &Arc<Relay>, listeners: Listeners) -> Vec<JoinHandle<()>> {
         let spun = ctx
             .metrics
             .counter("wanrelay_busy_poll_nanoseconds_total", &[]);
-        let clock = ctx.clone();
         info!(window = ?ctx.config.busy_poll, "busy polling after traffic");
-        tasks.push(tokio::spawn(
-            ctx.busy_poll.clone().run(move || clock.now(), spun),
-        ));
+        let spinner = ctx.busy_poll.clone();
+        tasks.push(tokio::spawn(spinner.run(move || ctx.now(), spun)));
     }
     for (i, p) in relay.ctx.config.peers.iter().enumerate() {
         if p.dial == Dial::Connect {
