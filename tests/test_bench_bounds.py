@@ -72,3 +72,16 @@ def test_an_alltoall_whose_delay_outlasts_its_nic_time_sends_the_remote_blocks_f
                    '[wan]\nrate = "100Gbit"\ndelay = "1ms"\n', "sweep")
     block = MIB / 16
     assert lower_bound(t, "alltoall", MIB, list(t.nodes), 1) == pytest.approx(8 * block / (10e9 / 8) + 0.001)
+
+
+def test_a_path_latency_adds_to_the_delay_and_nothing_else():
+    """The simulated platform's hosts' links (2 x 50 us) lie on every route
+    between clusters: they add to the terms after the delay, not to a NIC's
+    own time, and a single cluster has neither."""
+    t = topo.load("examples/two-clusters.toml")
+    n = nodes("examples/two-clusters.toml")
+    assert lower_bound(t, "bcast", 4 * MIB, n, 10, 100e-6) == pytest.approx(4 * MIB / NIC + 0.010 + 100e-6)
+    # with no delay the allreduce's NICs (2M(P-1)/P) outlast M/b + 100 us: the path changes nothing
+    assert lower_bound(t, "allreduce", 4 * MIB, n, 0, 100e-6) == pytest.approx(2 * 4 * MIB * 7 / 8 / NIC)
+    a = [x for x in t.nodes if x.cluster == "a"]
+    assert lower_bound(t, "bcast", MIB, a, 10, 100e-6) == pytest.approx(MIB / NIC)

@@ -2,7 +2,12 @@
 
 Every bound is the larger of what the slowest NIC and what the WAN must carry,
 plus the one-way delay once when more than one cluster holds ranks; raw rates,
-no header overhead deducted (M: the size collbench reports, b: the slowest NIC
+no header overhead deducted. The delay d is the WAN's plus `path_latency_s`,
+what every byte between clusters crosses besides it: on the simulated
+platform the sending and the receiving host's links to their switches (2 x
+50 us by default, as much as the 1 ms WAN's tenth; SimGrid's routes are
+host link, WAN, host link); on the testbed 0 (veth pairs of microseconds
+beside wanem's delay) (M: the size collbench reports, b: the slowest NIC
 among the ranks' nodes, P: ranks):
 
   bcast                max(M/b, WAN) + d       every cluster other than the
@@ -48,16 +53,18 @@ from collections import Counter
 from ..topo import Node, Topology
 
 
-def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms: float) -> float:
+def lower_bound(topo: Topology, op: str, size: int, nodes: list[Node], delay_ms: float,
+                path_latency_s: float = 0.0) -> float:
     """Seconds: the least time `op` of `size` bytes can take over the ranks on
-    `nodes` (one entry per rank), the WAN delayed by `delay_ms` one way."""
+    `nodes` (one entry per rank), the WAN delayed by `delay_ms` one way and
+    every path between clusters by `path_latency_s` more."""
     ranks = len(nodes)
     if op in ("ibcast", "iallreduce", "iallgather", "ialltoall"):
         op = op[1:]                 # a nonblocking call waited for at once: the blocking call's bound
     per_cluster = Counter(n.cluster for n in nodes)
     b = min(topo.cluster(c).nic_bps for c in per_cluster) / 8
     wan = {c: _cut_bps(topo, c) / 8 for c in per_cluster}
-    d = delay_ms / 1000 if len(per_cluster) > 1 else 0.0
+    d = delay_ms / 1000 + path_latency_s if len(per_cluster) > 1 else 0.0
     if op == "allreduce":
         cut = {c: size for c in per_cluster}
         return _bound(2 * size * (ranks - 1) / (ranks * b), size / b, cut, wan, d)

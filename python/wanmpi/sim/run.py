@@ -248,7 +248,7 @@ def run(t: Topology, overrides: platform.Overrides, ops: list[str], sizes: list[
             "--start", start, *(["--shared-from", str(shared_from)] if shared_from else [])]
     record = simulate_case(sim, "collbench", selector, wanmpi, overhead, program("collbench", wanmpi), args, timeout,
                            nic_latency_us=overrides.nic_latency, simgrid=simgrid)
-    results = results_of(sim, record)
+    results = results_of(sim, record, overrides.nic_latency)
     coll.print_table(results, [record.case.variant])
     settings = settings_of(sim, overrides, selector, wanmpi, overhead, timeout, simgrid, ops=ops, sizes=sizes,
                            iters=iters, start=start, shared_from=shared_from)
@@ -286,13 +286,13 @@ def kernel_summary(record: Record, klass: str) -> list[dict]:
              "per_iter_s": row["per_iter_s"], "check": row["check"]}]
 
 
-def results_of(t: Topology, record: Record) -> list[coll.Result]:
+def results_of(t: Topology, record: Record, nic_latency_us: int) -> list[coll.Result]:
     if not record.ok:
         return []
-    nodes = list(t.nodes)
+    nodes, path = list(t.nodes), platform.path_latency_s(nic_latency_us)
     return [coll.Result(record.case.delay_ms, record.case.variant, row["op"], row["bytes"], row["ranks"],
                         row["iters"], row["median_s"], row["min_s"],
-                        lower_bound(t, row["op"], row["bytes"], nodes, record.case.delay_ms), 0, 0)
+                        lower_bound(t, row["op"], row["bytes"], nodes, record.case.delay_ms, path), 0, 0)
             for row in record.metrics["rows"]]
 
 

@@ -291,7 +291,8 @@ def summary(spec: Spec, records: list[Record]) -> list[dict]:
         for op in spec.ops:
             for size in spec.sizes:
                 got = seconds.get((tuple(p.as_dict().items()), op, size), {})
-                bound = lower_bound(sim, op, size, list(sim.nodes), p.delay_us / 1000)
+                bound = lower_bound(sim, op, size, list(sim.nodes), p.delay_us / 1000,
+                                    platform.path_latency_s(spec.nic_latency_us))
                 row = {**p.as_dict(), "ranks": len(sim.nodes), "op": op, "bytes": size, "bound_s": bound,
                        **{f"{v}_s": got.get(v) for v in variant_names(spec)},
                        "checked": not (spec.shared_from and size >= spec.shared_from)}
