@@ -2,13 +2,12 @@
 
 Every bound is the larger of what the slowest NIC and what the WAN must carry,
 plus the one-way delay once when more than one cluster holds ranks; raw rates,
-no header overhead deducted. The delay d is the WAN's plus `path_latency_s`,
-what every byte between clusters crosses besides it: on the simulated
-platform the sending and the receiving host's links to their switches (2 x
-50 us by default, as much as the 1 ms WAN's tenth; SimGrid's routes are
-host link, WAN, host link); on the testbed 0 (veth pairs of microseconds
-beside wanem's delay) (M: the size collbench reports, b: the slowest NIC
-among the ranks' nodes, P: ranks):
+no header overhead deducted (M: the size collbench reports, b: the slowest NIC
+among the ranks' nodes, P: ranks; d: the WAN's one-way delay plus
+`path_latency_s`, what every byte between clusters also crosses: on the
+simulated platform, whose routes are host link, WAN, host link, the two
+hosts' links, 2 x 50 us by default, a tenth of a 1 ms delay; on the testbed
+0, its veth pairs' microseconds beside wanem's delay):
 
   bcast                max(M/b, WAN) + d       every cluster other than the
                        root's receives M over its links, the root's cluster

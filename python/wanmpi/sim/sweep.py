@@ -285,14 +285,13 @@ def summary(spec: Spec, records: list[Record]) -> list[dict]:
             for row, (op, size) in zip(r.metrics["rows"], asked):
                 key = (tuple(r.case.params), op, size)
                 seconds.setdefault(key, {})[r.case.variant] = row["median_s"]
-    rows = []
+    rows, path = [], platform.path_latency_s(spec.nic_latency_us)
     for p in spec.points:
         sim = platform_of(spec, p)
         for op in spec.ops:
             for size in spec.sizes:
                 got = seconds.get((tuple(p.as_dict().items()), op, size), {})
-                bound = lower_bound(sim, op, size, list(sim.nodes), p.delay_us / 1000,
-                                    platform.path_latency_s(spec.nic_latency_us))
+                bound = lower_bound(sim, op, size, list(sim.nodes), p.delay_us / 1000, path)
                 row = {**p.as_dict(), "ranks": len(sim.nodes), "op": op, "bytes": size, "bound_s": bound,
                        **{f"{v}_s": got.get(v) for v in variant_names(spec)},
                        "checked": not (spec.shared_from and size >= spec.shared_from)}
